@@ -1,0 +1,57 @@
+"""alignlings: a verified reference library for LLM preference alignment and a practice system over it.
+
+The public API is imported lazily so that ``alignlings --help`` and ``alignlings list``
+start without importing torch. ``from alignlings import dpo_loss`` works as usual.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "dpo_loss": "alignlings.losses.dpo",
+    "dpo_implicit_rewards": "alignlings.losses.dpo",
+    "dpo_metrics": "alignlings.losses.dpo",
+    "DPO_LOSSES": "alignlings.losses.dpo",
+    "grpo_advantages": "alignlings.losses.grpo",
+    "grpo_loss": "alignlings.losses.grpo",
+    "grpo_metrics": "alignlings.losses.grpo",
+    "GRPO_AGGREGATIONS": "alignlings.losses.grpo",
+    "kl_penalty": "alignlings.losses.kl",
+    "KL_ESTIMATORS": "alignlings.losses.kl",
+    "bradley_terry_loss": "alignlings.losses.reward",
+    "selective_log_softmax": "alignlings.logprobs",
+    "sequence_logprobs": "alignlings.logprobs",
+    "SequenceLogProbs": "alignlings.logprobs",
+    "RewardModel": "alignlings.reward_model",
+    "check": "alignlings.practice.notebook",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'alignlings' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from alignlings.logprobs import SequenceLogProbs, selective_log_softmax, sequence_logprobs
+    from alignlings.losses.dpo import DPO_LOSSES, dpo_implicit_rewards, dpo_loss, dpo_metrics
+    from alignlings.losses.grpo import GRPO_AGGREGATIONS, grpo_advantages, grpo_loss, grpo_metrics
+    from alignlings.losses.kl import KL_ESTIMATORS, kl_penalty
+    from alignlings.losses.reward import bradley_terry_loss
+    from alignlings.practice.notebook import check
+    from alignlings.reward_model import RewardModel

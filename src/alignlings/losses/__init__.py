@@ -1,0 +1,1 @@
+"""Pure-function losses: DPO variants, GRPO advantages and losses, KL estimators, Bradley-Terry."""
