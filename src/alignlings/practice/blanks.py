@@ -1,0 +1,201 @@
+"""Blanks: find them in a reference solution, generate the learner's template, splice fills.
+
+A blank is marked in solution.py by a trailing ``# BLANK`` comment (the assigned or returned value
+becomes ``_____``) or ``# BLANK: stmt`` (the whole statement does). See docs/pack-format.md.
+The template is always generated from the solution, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+PLACEHOLDER = "_____"
+_MARKER = re.compile(r"#\s*BLANK(?::\s*(stmt))?\s*$")
+
+
+class BlankError(ValueError):
+    """solution.py marks a blank the engine cannot cut out; the message names the line."""
+
+
+@dataclass(frozen=True)
+class Blank:
+    index: int  # 1-based, reading order
+    line: int  # 1-based line number in solution.py
+    start: int  # column where the blank starts
+    end: int  # column where it ends (exclusive), on the same line
+    answer: str  # the reference text of the blank
+    target: str  # what the blank assigns ("margin", "return", "statement")
+    comment_start: int  # column of the marker comment (to strip it)
+
+    @property
+    def name(self) -> str:
+        return self.target
+
+
+def _comments(source: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of every comment, via the tokenizer (never matches inside strings)."""
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            out.append((tok.start[0], tok.start[1], tok.string))
+    return out
+
+
+def find_blanks(source: str) -> list[Blank]:
+    lines = source.splitlines()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise BlankError(f"solution.py line {exc.lineno}: not valid Python: {exc.msg}") from None
+    statements: dict[int, ast.stmt] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt):
+            statements.setdefault(node.lineno, node)
+    blanks = []
+    for lineno, col, text in _comments(source):
+        m = _MARKER.fullmatch(text.strip()) or _MARKER.search(text)
+        if not m or not text.lstrip("#").strip().startswith("BLANK"):
+            continue
+        stmt = statements.get(lineno)
+        if stmt is None:
+            raise BlankError(f"solution.py line {lineno}: '# BLANK' must follow a statement on the same line")
+        whole = m.group(1) == "stmt"
+        if whole:
+            node, target = stmt, "statement"
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+            node = stmt.value
+            tgt = stmt.targets[-1] if isinstance(stmt, ast.Assign) else stmt.target
+            target = ast.unparse(tgt)
+        elif isinstance(stmt, ast.Return) and stmt.value is not None:
+            node, target = stmt.value, "return"
+        else:
+            raise BlankError(
+                f"solution.py line {lineno}: '# BLANK' needs an assignment or a return; "
+                "use '# BLANK: stmt' to blank the whole statement"
+            )
+        if node.lineno != lineno or node.end_lineno != lineno:
+            raise BlankError(f"solution.py line {lineno}: a blank must fit on one line")
+        line = lines[lineno - 1]
+        blanks.append(Blank(
+            index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset,
+            answer=line[node.col_offset:node.end_col_offset], target=target, comment_start=col,
+        ))
+    return blanks
+
+
+def _strip_marker(line: str, blank: Blank) -> str:
+    return line[: blank.comment_start].rstrip()
+
+
+def translate_comments(source: str, comments: dict[str, str]) -> str:
+    """Replace comment texts that have a translation (exact text after '# ')."""
+    if not comments:
+        return source
+    lines = source.splitlines(keepends=True)
+    for lineno, col, text in reversed(_comments(source)):
+        body = text[1:].strip()
+        if body in comments:
+            line = lines[lineno - 1]
+            lines[lineno - 1] = line[:col] + "# " + comments[body] + line[col + len(text):]
+    return "".join(lines)
+
+
+def render(source: str, blanks: list[Blank], fills: dict[int, str] | None = None, *,
+           todos: list[str] | None = None, comments: dict[str, str] | None = None) -> str:
+    """Rebuild solution.py with each blank replaced by ``fills[i]`` (default ``_____``).
+
+    With ``todos`` a ``# TODO n: ...`` line goes above each blank; markers are always removed.
+    """
+    fills = fills or {}
+    source = translate_comments(source, comments or {})
+    lines = source.splitlines()
+    by_line = {b.line: b for b in blanks}
+    out = []
+    for lineno, line in enumerate(lines, start=1):
+        b = by_line.get(lineno)
+        if b is None:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        if todos is not None:
+            desc = todos[b.index - 1] if b.index - 1 < len(todos) else ""
+            out.append(f"{indent}# TODO {b.index}: {desc}".rstrip())
+        fill = fills.get(b.index, PLACEHOLDER)
+        code = _strip_marker(line, b)
+        out.append(code[: b.start] + fill + code[b.end:])
+    return "\n".join(out) + "\n"
+
+
+def template(source: str, blanks: list[Blank], todos: list[str], comments: dict[str, str] | None = None) -> str:
+    """The learner's template: every blank is ``_____`` under its TODO comment."""
+    return render(source, blanks, todos=todos, comments=comments)
+
+
+def reference(source: str, blanks: list[Blank], comments: dict[str, str] | None = None) -> str:
+    """The reference solution without markers (what ``solution ID`` reveals)."""
+    return render(source, blanks, {b.index: b.answer for b in blanks}, comments=comments)
+
+
+def splice(source: str, blanks: list[Blank], index: int, fill: str) -> str:
+    """The reference with blank ``index`` alone replaced by ``fill`` (every other blank correct)."""
+    fills = {b.index: b.answer for b in blanks}
+    fills[index] = fill
+    return render(source, blanks, fills)
+
+
+def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, str | None]:
+    """Recover each blank's fill from a learner's file derived from the template.
+
+    The template's code lines (comments and empty lines ignored) are aligned with the learner's
+    with difflib; a blank's line is found among the learner lines that replaced it, keeping the
+    code around the blank. The fill is the text in between (``_____`` if left empty). None where
+    the blank cannot be found (the learner rewrote the line or defines the names another way).
+    """
+    tmpl_lines = render(source, blanks).splitlines()
+    blank_at = {b.line - 1: b for b in blanks}  # template line index -> blank (render keeps line numbers)
+    src_lines = source.splitlines()
+
+    def significant(lines):
+        return [(i, _strip_comment(line).strip()) for i, line in enumerate(lines) if _strip_comment(line).strip()]
+
+    sig_t, sig_l = significant(tmpl_lines), significant(learner.splitlines())
+    matcher = difflib.SequenceMatcher(None, [c for _, c in sig_t], [c for _, c in sig_l], autojunk=False)
+    fills: dict[int, str | None] = {b.index: None for b in blanks}
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        for k in range(i1, i2):
+            b = blank_at.get(sig_t[k][0])
+            if b is None:
+                continue
+            if op == "equal":
+                fills[b.index] = PLACEHOLDER
+                continue
+            code = _strip_marker(src_lines[b.line - 1], b).strip()
+            before = code[: code.index(b.answer)].strip() if b.answer in code else ""
+            after = code[code.index(b.answer) + len(b.answer):].strip() if b.answer in code else ""
+            candidates = [sig_l[j][1] for j in range(j1, j2)]
+            if b.target == "statement":
+                offset = k - i1
+                if op == "replace" and i2 - i1 == j2 - j1:
+                    fills[b.index] = candidates[offset]
+                continue
+            for text in candidates:
+                if text.startswith(before) and text.endswith(after) and len(text) > len(before) + len(after):
+                    fills[b.index] = text[len(before): len(text) - len(after)].strip()
+                    break
+    return fills
+
+
+def _strip_comment(line: str) -> str:
+    """Drop a trailing comment (tokenizer-aware, so '#' inside strings stays)."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[: tok.start[1]].rstrip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return line

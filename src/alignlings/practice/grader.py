@@ -1,0 +1,247 @@
+"""The grader: runs a learner's file against the reference in a sandboxed child and builds the verdict.
+
+Checking is by execution, never by comparing text: the exercise's cases (visible spec data, hidden
+randomised shapes, edge cases) run on the learner's module and on the reference. Each learner fill
+is also spliced alone into the reference, so the verdict names exactly which blanks are wrong, with
+a known misconception's feedback (matched by behaviour) or a tensor diff.
+
+The verdict is a plain dict (the JSON of ``alignlings check --json`` and of the web API):
+``exercise``, ``passed``, ``blanks`` (in blank order: ``index``, ``name``, ``fill``, ``passed``,
+``message``, ``misconception``, ``diff``), ``cases`` (``name``, ``kind``, ``passed``, ``message``),
+``error`` (None or ``kind`` + ``message``), ``isolation``, ``stdout``, ``seconds``.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from alignlings.practice import blanks as bl
+from alignlings.practice.pack import Exercise, Pack, PackError, load_pack
+
+RUNNER = "alignlings.practice.runner:grade_job"
+
+MESSAGES = {
+    "correct": {"en": "correct", "zh": "正确"},
+    "empty": {"en": "still empty: replace _____ with your code", "zh": "还是空的：请把 _____ 换成你的代码"},
+    "not_found": {"en": "could not find this blank in your file (the line around it was changed); "
+                        "it is graded only as part of the whole file",
+                  "zh": "在你的文件中找不到这个空（它所在的行被改动了）；只作为整个文件的一部分评分"},
+    "load_error": {"en": "this fill does not run: {error}", "zh": "这个填空无法运行：{error}"},
+    "case_error": {"en": "case '{case}' raised {error}", "zh": "用例「{case}」抛出了异常 {error}"},
+    "shape": {"en": "case '{case}': expected shape {expected}, got {got}",
+              "zh": "用例「{case}」：期望形状 {expected}，实际为 {got}"},
+    "dtype": {"en": "case '{case}': expected dtype {expected}, got {got}",
+              "zh": "用例「{case}」：期望 dtype {expected}，实际为 {got}"},
+    "type": {"en": "case '{case}': expected {expected}, got {got}", "zh": "用例「{case}」：期望 {expected}，实际为 {got}"},
+    "value": {"en": "case '{case}': values differ (max |diff| {max}, mean |diff| {mean}); first: {first}",
+              "zh": "用例「{case}」：数值不同（最大 |差| {max}，平均 |差| {mean}）；前几个：{first}"},
+    "nonfinite": {"en": "case '{case}': produced inf/NaN where the reference is finite; first: {first}",
+                  "zh": "用例「{case}」：在参考结果有限的位置得到了 inf/NaN；前几个：{first}"},
+    "other": {"en": "case '{case}': {detail}", "zh": "用例「{case}」：{detail}"},
+    "passed_case": {"en": "passed", "zh": "通过"},
+    "not_checked": {"en": "not checked: the run stopped early ({reason})", "zh": "未检查：运行提前终止（{reason}）"},
+}
+
+
+def msg(key: str, lang: str, **kw) -> str:
+    table = MESSAGES[key]
+    return table.get(lang, table["en"]).format(**kw)
+
+
+def _first(diff: dict) -> str:
+    items = diff.get("first") or []
+    if not items:
+        return f"expected {diff.get('expected')}, got {diff.get('got')}"
+    return ", ".join(f"[{','.join(map(str, i['index']))}] expected {i['expected']:.6g} got {i['got']:.6g}"
+                     if isinstance(i["expected"], float) and isinstance(i["got"], float)
+                     else f"[{','.join(map(str, i['index']))}] expected {i['expected']} got {i['got']}"
+                     for i in items[:3])
+
+
+def describe_case(result: dict, lang: str) -> str:
+    """One line for a case result: passed, the error it raised, or its diff."""
+    case = result["name"]
+    if result["passed"]:
+        return msg("passed_case", lang)
+    if result.get("error"):
+        text = msg("case_error", lang, case=case, error=result["error"].splitlines()[0])
+    elif result.get("detail"):
+        text = msg("other", lang, case=case, detail=result["detail"])
+    else:
+        d = result.get("diff") or {}
+        reason = d.get("reason", "value")
+        if reason == "shape":
+            text = msg("shape", lang, case=case, expected=tuple(d["expected_shape"]), got=tuple(d["got_shape"]))
+        elif reason == "dtype":
+            text = msg("dtype", lang, case=case, expected=d["expected_dtype"], got=d["got_dtype"])
+        elif reason in ("type", "length", "keys"):
+            text = msg("type", lang, case=case, expected=d.get("expected"), got=d.get("got"))
+        elif reason == "nonfinite":
+            text = msg("nonfinite", lang, case=case, first=_first(d))
+        else:
+            fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+            text = msg("value", lang, case=case, max=fmt(d.get("max_abs_diff", "?")),
+                       mean=fmt(d.get("mean_abs_diff", d.get("max_abs_diff", "?"))), first=_first(d))
+    note = (result.get("note") or {}).get(lang) or (result.get("note") or {}).get("en")
+    return f"{text}. {note}" if note else text
+
+
+def _same_code(a: str, b: str) -> bool:
+    try:
+        return ast.dump(ast.parse(a.strip())) == ast.dump(ast.parse(b.strip()))
+    except SyntaxError:
+        return False
+
+
+@dataclass(frozen=True)
+class Submission:
+    code: str
+    fills: dict[int, str | None]
+
+
+class Grader:
+    """Grades submissions for one pack. ``warm=True`` keeps a fork server with torch imported
+    (watch mode, the web app); otherwise each check starts a fresh sandboxed process."""
+
+    def __init__(self, pack: Pack | None = None, *, warm: bool = False, isolation: str = "auto"):
+        self.pack = pack or load_pack()
+        self.isolation = isolation
+        self._warm = None
+        self._lock = threading.Lock()
+        if warm:
+            from alignlings.practice.sandbox import WarmSandbox
+
+            self._warm = WarmSandbox(preload=["torch", "alignlings.practice.runner"], isolation=isolation)
+
+    def close(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
+            self._warm = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- building the submission ------------------------------------------------------------
+    def blanks(self, exercise: Exercise) -> list[bl.Blank]:
+        return bl.find_blanks(exercise.solution_source)
+
+    def submission(self, exercise: Exercise, code: str | None = None, fills: list[str] | None = None) -> Submission:
+        source, blanks = exercise.solution_source, self.blanks(exercise)
+        if (code is None) == (fills is None):
+            raise ValueError("code, fills: give exactly one of them")
+        if fills is not None:
+            if not isinstance(fills, (list, tuple)) or not all(isinstance(f, str) for f in fills):
+                raise ValueError("fills: expected a list of strings, one per blank")
+            if len(fills) != len(blanks):
+                raise ValueError(f"fills: expected {len(blanks)} fills for {exercise.id}, got {len(fills)}")
+            by_index = {b.index: (f.strip() or bl.PLACEHOLDER) for b, f in zip(blanks, fills)}
+            return Submission(code=bl.render(source, blanks, by_index), fills=by_index)
+        return Submission(code=code, fills=bl.extract_fills(code, source, blanks))
+
+    # -- grading ----------------------------------------------------------------------------
+    def check(self, exercise_id: str, code: str | None = None, *, fills: list[str] | None = None,
+              lang: str = "en", run_main: bool = True) -> dict[str, Any]:
+        exercise = self.pack.get(exercise_id)
+        if not exercise.is_code:
+            raise PackError(f"exercise: {exercise_id!r} is a quiz; answer it with `alignlings quiz`")
+        sub = self.submission(exercise, code, fills)
+        source, blanks = exercise.solution_source, self.blanks(exercise)
+        splices, skipped = {}, {}
+        for b in blanks:
+            fill = sub.fills.get(b.index)
+            if fill is None or fill == bl.PLACEHOLDER:
+                continue
+            if _same_code(fill, b.answer):
+                skipped[b.index] = True  # textually the reference: no need to run it alone
+            else:
+                splices[str(b.index)] = bl.splice(source, blanks, b.index, fill)
+        miscs: dict[str, list[dict]] = {}
+        for m in exercise.misconceptions:
+            if str(m.blank) in splices:
+                miscs.setdefault(str(m.blank), []).append({"id": m.id, "code": bl.splice(source, blanks, m.blank, m.fill)})
+        payload = {
+            "exercise_dir": str(exercise.path),
+            "reference": bl.reference(source, blanks),
+            "learner": sub.code,
+            "splices": splices,
+            "misconceptions": miscs,
+            "run_main": run_main,
+        }
+        started = time.perf_counter()
+        result = self._run(payload, exercise)
+        verdict = self._verdict(exercise, blanks, sub, skipped, result, lang)
+        verdict["seconds"] = round(time.perf_counter() - started, 4)
+        return verdict
+
+    def _run(self, payload: dict, exercise: Exercise):
+        from alignlings.practice.sandbox import Limits, run_job
+
+        limits = Limits(wall_seconds=exercise.timeout, cpu_seconds=int(exercise.timeout * 3) + 5)
+        if self._warm is not None:
+            return self._warm.run(RUNNER, payload, limits=limits)
+        return run_job(RUNNER, payload, limits=limits, isolation=self.isolation)
+
+    def _verdict(self, exercise, blanks, sub, skipped, result, lang) -> dict[str, Any]:
+        verdict: dict[str, Any] = {"exercise": exercise.id, "passed": False, "blanks": [], "cases": [],
+                                   "error": None, "isolation": result.isolation, "stdout": result.stdout or ""}
+        value = result.value if result.ok else None
+        if not result.ok:
+            verdict["error"] = {"kind": result.error_kind or "crashed", "message": result.error_message or ""}
+        learner = (value or {}).get("learner") or {}
+        if learner.get("load_error"):
+            verdict["error"] = {"kind": "exception", "message": learner["load_error"]}
+        for r in learner.get("cases", []):
+            verdict["cases"].append({"name": r["name"], "kind": r["kind"], "passed": r["passed"],
+                                     "message": describe_case(r, lang)})
+        if value and value.get("stdout"):
+            verdict["stdout"] = value["stdout"]
+        verdict["passed"] = bool(result.ok and not learner.get("load_error") and verdict["cases"]
+                                 and all(c["passed"] for c in verdict["cases"]))
+        miscs = {m.id: m for m in exercise.misconceptions}
+        for b in blanks:
+            fill = sub.fills.get(b.index)
+            entry = {"index": b.index, "name": b.name, "fill": fill, "passed": False, "message": "",
+                     "misconception": None, "diff": None}
+            blank_result = (value or {}).get("blanks", {}).get(str(b.index))
+            if fill is None:
+                entry.update(passed=None, message=msg("not_found", lang))
+            elif fill == bl.PLACEHOLDER:
+                entry["message"] = msg("empty", lang)
+            elif skipped.get(b.index):
+                entry.update(passed=True, message=msg("correct", lang))
+            elif blank_result is None:
+                reason = (verdict["error"] or {}).get("kind", "error")
+                entry.update(passed=None, message=msg("not_checked", lang, reason=reason))
+            elif blank_result["passed"]:
+                entry.update(passed=True, message=msg("correct", lang))
+            elif blank_result.get("load_error"):
+                entry["message"] = msg("load_error", lang, error=blank_result["load_error"].splitlines()[0])
+            elif blank_result.get("misconception") in miscs:
+                m = miscs[blank_result["misconception"]]
+                entry.update(misconception=m.id, message=m.feedback.get(lang) or m.feedback.get("en", ""))
+                entry["diff"] = (blank_result.get("failed_case") or {}).get("diff")
+            else:
+                failed = blank_result.get("failed_case") or {}
+                entry.update(message=describe_case(failed, lang) if failed else "", diff=failed.get("diff"))
+            verdict["blanks"].append(entry)
+        return verdict
+
+
+def template_for(exercise: Exercise, lang: str = "en") -> str:
+    """The learner's template in ``lang``: generated from solution.py, never stored."""
+    texts = exercise.texts(lang)
+    source = exercise.solution_source
+    return bl.template(source, bl.find_blanks(source), list(texts.blanks), texts.comments if lang != "en" else None)
+
+
+def solution_for(exercise: Exercise, lang: str = "en") -> str:
+    texts = exercise.texts(lang)
+    source = exercise.solution_source
+    return bl.reference(source, bl.find_blanks(source), texts.comments if lang != "en" else None)
