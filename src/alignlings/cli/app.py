@@ -17,12 +17,11 @@ app.add_typer(train_app, name="train")
 
 
 def _register() -> None:
-    # Imported for their side effect of adding commands to `app` / `train_app`.
-    from alignlings.cli import train_toy  # noqa: F401
-    try:
-        from alignlings.cli import practice_commands  # noqa: F401
-    except ImportError:  # the practice engine is optional while it is being built
-        pass
+    # Imported for their side effect of adding commands; each keeps torch out of its top level.
+    from alignlings.cli import (  # noqa: F401
+        check, cloze_cmd, dev, export, hint, home, list_cmd, progress_cmd, quiz, reset, show, solution, start,
+        train_toy, watch,
+    )
 
 
 _register()

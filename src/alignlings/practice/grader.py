@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from alignlings.practice import blanks as bl
@@ -179,6 +179,18 @@ class Grader:
         verdict = self._verdict(exercise, blanks, sub, skipped, result, lang)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
         return verdict
+
+    def behaves_like_reference(self, exercise_id: str, variants: dict[str, str]) -> dict[str, bool]:
+        """For each variant of the exercise's file (key -> full source), whether it passes every
+        case that per-blank checks use, i.e. behaves like the reference. Runs in the sandbox."""
+        exercise = self.pack.get(exercise_id)
+        source, blanks = exercise.solution_source, self.blanks(exercise)
+        payload = {"exercise_dir": str(exercise.path), "reference": bl.reference(source, blanks),
+                   "learner": None, "splices": dict(variants), "misconceptions": {}, "run_main": False}
+        result = self._run(payload, exercise)
+        if not result.ok:
+            return {key: False for key in variants}
+        return {key: bool(result.value["blanks"].get(key, {}).get("passed")) for key in variants}
 
     def _run(self, payload: dict, exercise: Exercise):
         from alignlings.practice.sandbox import Limits, run_job

@@ -1,0 +1,66 @@
+"""`alignlings quiz`: the concept quiz, one question at a time, with an explanation for every option."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from alignlings.cli.app import app
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
+
+MSG = {
+    "prompt": {"en": "Your answer (A-{last})", "zh": "你的答案（A-{last}）"},
+    "right": {"en": "Right!", "zh": "答对了！"},
+    "wrong": {"en": "Not quite: the answer is {letter}.", "zh": "不对：正确答案是 {letter}。"},
+    "score": {"en": "Score: {right}/{total}", "zh": "得分：{right}/{total}"},
+    "bad": {"en": "Please answer with a letter A-{last}.", "zh": "请用字母 A-{last} 作答。"},
+}
+LETTERS = "ABCDEFGH"
+
+
+def quiz_exercise(pack):
+    for ex in pack:
+        if ex.kind == "quiz":
+            return ex
+    raise typer.BadParameter("this pack has no quiz", param_hint="--pack")
+
+
+@app.command()
+def quiz(
+    exercise_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="Quiz id (default: the pack's quiz).")] = None,
+    lang: LangOption = None,
+    pack: PackOption = None,
+) -> None:
+    """Answer the concept questions; after each answer every option is explained."""
+    from rich.markup import escape
+
+    lang = resolve_lang(lang)
+    p = load(pack)
+    ex = p.get(exercise_id) if exercise_id else quiz_exercise(p)
+    out, s = console(), store()
+    right = 0
+    for number, q in enumerate(ex.quiz, start=1):
+        last = LETTERS[len(q.options) - 1]
+        out.print(f"\n[bold]{number}. {escape(q.question[lang])}[/]")
+        for i, option in enumerate(q.options):
+            out.print(f"  {LETTERS[i]}) {escape(option.text[lang])}")
+        while True:
+            answer = typer.prompt(MSG["prompt"][lang].format(last=last)).strip().upper()
+            if len(answer) == 1 and answer in LETTERS[: len(q.options)]:
+                break
+            out.print(MSG["bad"][lang].format(last=last))
+        choice = LETTERS.index(answer)
+        correct = choice == q.answer
+        right += correct
+        s.record_quiz_answer(q.id, choice, correct)
+        out.print(f"[green]{MSG['right'][lang]}[/]" if correct
+                  else f"[red]{MSG['wrong'][lang].format(letter=LETTERS[q.answer])}[/]")
+        for i, option in enumerate(q.options):
+            mark = "[green]✓[/]" if i == q.answer else "[red]✗[/]"
+            out.print(f"  {mark} {LETTERS[i]}) {escape(option.why[lang])}")
+    total = len(ex.quiz)
+    out.print(f"\n[bold]{MSG['score'][lang].format(right=right, total=total)}[/]")
+    verdict = {"exercise": ex.id, "passed": right == total, "blanks": [], "cases": [], "error": None,
+               "isolation": "none (quiz)", "score": right, "total": total}
+    s.record_attempt(ex.id, verdict, code="", source="quiz")

@@ -1,0 +1,44 @@
+"""Render a grader verdict for the terminal (rich)."""
+
+from __future__ import annotations
+
+L = {
+    "pass": {"en": "PASSED", "zh": "通过"},
+    "fail": {"en": "NOT YET", "zh": "还没通过"},
+    "blank": {"en": "blank", "zh": "空"},
+    "cases": {"en": "cases", "zh": "用例"},
+    "output": {"en": "output of your file", "zh": "你的文件的输出"},
+    "error": {"en": "error", "zh": "错误"},
+    "isolation": {"en": "isolation", "zh": "隔离方式"},
+}
+
+
+def render_verdict(verdict: dict, lang: str, console) -> None:
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+
+    ok = verdict["passed"]
+    head = f"[bold {'green' if ok else 'red'}]{L['pass' if ok else 'fail'][lang]}[/]  {verdict['exercise']}"
+    console.print(head)
+    if verdict.get("error"):
+        err = verdict["error"]
+        console.print(Panel(escape(err["message"] or ""), title=f"{L['error'][lang]}: {err['kind']}",
+                            border_style="red", expand=False))
+    if verdict["blanks"]:
+        table = Table(show_header=False, box=None, pad_edge=False)
+        for b in verdict["blanks"]:
+            mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]?[/]"}[b["passed"]]
+            fill = escape(b["fill"] or "")
+            table.add_row(mark, f"{L['blank'][lang]} {b['index']} ({escape(b['name'])})", f"[dim]{fill}[/]")
+            if b["passed"] is not True and b["message"]:
+                table.add_row("", "", escape(b["message"]))
+        console.print(table)
+    failed = [c for c in verdict["cases"] if not c["passed"]]
+    n = len(verdict["cases"])
+    console.print(f"{L['cases'][lang]}: {n - len(failed)}/{n}")
+    for c in failed[:4]:
+        console.print(f"  [red]✗[/] [{c['kind']}] {escape(c['message'])}")
+    if verdict.get("stdout"):
+        console.print(Panel(escape(verdict["stdout"].rstrip()[-2000:]), title=L["output"][lang], expand=False))
+    console.print(f"[dim]{L['isolation'][lang]}: {escape(verdict.get('isolation') or '')}[/]")

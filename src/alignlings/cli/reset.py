@@ -1,0 +1,37 @@
+"""`alignlings reset ID`: start an exercise over (history is kept; your file is backed up first)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from alignlings.cli.app import app
+from alignlings.cli.common import LangOption, PackOption, console, exercise_file, get_exercise, load, resolve_lang, store
+
+MSG = {"done": {"en": "{id} starts over: attempts and hints count from zero (history is kept).",
+                "zh": "{id} 已重新开始：尝试和提示从零计数（历史记录仍保留）。"},
+       "file": {"en": "your file was backed up to {backup} and replaced by a fresh template",
+                "zh": "你的文件已备份到 {backup}，并替换为新的模板"}}
+
+
+@app.command()
+def reset(
+    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    lang: LangOption = None,
+    pack: PackOption = None,
+) -> None:
+    """Reset an exercise's progress and give you a fresh template (the old file is backed up)."""
+    from alignlings.cli.start import backup
+    from alignlings.practice.grader import template_for
+
+    lang = resolve_lang(lang)
+    ex = get_exercise(load(pack), exercise_id)
+    store().reset(ex.id)
+    out = console()
+    out.print(MSG["done"][lang].format(id=ex.id))
+    path = exercise_file(ex.id)
+    if ex.is_code and path.exists():
+        saved = backup(path)
+        path.write_text(template_for(ex, lang), encoding="utf-8")
+        out.print(MSG["file"][lang].format(backup=saved))

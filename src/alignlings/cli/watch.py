@@ -1,0 +1,91 @@
+"""`alignlings watch ID [FILE]`: re-check on every save, rustlings-style."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from alignlings.cli.app import app
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
+
+MSG = {
+    "watching": {"en": "Watching {path}: save to re-check. Ctrl+C to stop.",
+                 "zh": "正在监视 {path}：保存即重新检查。按 Ctrl+C 退出。"},
+    "manual": {"en": "Press Enter to re-check {path} (Ctrl+C or q to stop).",
+               "zh": "按回车重新检查 {path}（Ctrl+C 或 q 退出）。"},
+}
+
+
+def _changes_watchfiles(path: Path):
+    from watchfiles import watch as wf_watch
+
+    for _ in wf_watch(path.parent, watch_filter=lambda _c, p: Path(p).name == path.name, debounce=200):
+        yield
+
+
+def _changes_polling(path: Path, interval: float = 0.5):
+    last = path.stat().st_mtime_ns if path.exists() else 0
+    while True:
+        time.sleep(interval)
+        now = path.stat().st_mtime_ns if path.exists() else 0
+        if now != last:
+            last = now
+            yield
+
+
+def _changes_manual():
+    for line in sys.stdin:
+        if line.strip().lower() in ("q", "quit", "exit"):
+            return
+        yield
+
+
+@app.command()
+def watch(
+    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,
+    manual: Annotated[bool, typer.Option("--manual", help="Re-check when you press Enter instead of on save.")] = False,
+    poll: Annotated[bool, typer.Option("--poll", help="Poll the file's mtime instead of OS file events.")] = False,
+    once: Annotated[bool, typer.Option("--once", hidden=True, help="Check once and exit (tests).")] = False,
+    lang: LangOption = None,
+    pack: PackOption = None,
+) -> None:
+    """Keep a warm grader (torch imported once) and re-check your file whenever it changes."""
+    from alignlings.cli.check import grade_and_record, read_submission
+    from alignlings.cli.report import render_verdict
+    from alignlings.practice.grader import Grader
+
+    lang = resolve_lang(lang)
+    p = load(pack)
+    ex = get_exercise(p, exercise_id, code_only=True)
+    path, _ = read_submission(ex.id, file)
+    out = console()
+    with Grader(p, warm=True) as grader:
+        def run() -> bool:
+            _, code = read_submission(ex.id, path)
+            out.rule(time.strftime("%H:%M:%S"))
+            verdict = grade_and_record(grader, ex.id, code, lang, source="watch")
+            render_verdict(verdict, lang, out)
+            return verdict["passed"]
+
+        passed = run()
+        if once:
+            raise typer.Exit(0 if passed else 1)
+        if manual:
+            out.print(MSG["manual"][lang].format(path=path))
+            changes = _changes_manual()
+        else:
+            out.print(MSG["watching"][lang].format(path=path))
+            try:
+                changes = _changes_polling(path) if poll else _changes_watchfiles(path)
+            except (ImportError, OSError):
+                changes = _changes_polling(path)
+        try:
+            for _ in changes:
+                run()
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,130 @@
+"""Grading from Jupyter: ``alignlings.check("dpo-loss", dpo_loss)``, and the notebook export.
+
+The objects' source (functions or classes, via ``inspect``) replaces the same-named top-level
+definitions of the exercise's template, so the rest of the file (imports, given helpers, globals)
+is the exercise's own; the result is graded exactly like ``alignlings check``.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import inspect
+import textwrap
+from typing import Any
+
+from alignlings.practice import blanks as bl
+
+
+class Verdict(dict):
+    """The verdict dict, shown as a compact report in Jupyter."""
+
+    def _repr_html_(self) -> str:
+        ok = self["passed"]
+        rows = []
+        for b in self["blanks"]:
+            mark = {True: "✓", False: "✗", None: "?"}[b["passed"]]
+            colour = {True: "#1a7f37", False: "#cf222e", None: "#9a6700"}[b["passed"]]
+            msg = "" if b["passed"] else html.escape(b["message"] or "")
+            rows.append(f"<tr><td style='color:{colour}'>{mark}</td><td>blank {b['index']} "
+                        f"(<code>{html.escape(b['name'])}</code>)</td><td>{msg}</td></tr>")
+        cases = "".join(f"<li>{'✓' if c['passed'] else '✗'} [{c['kind']}] {html.escape(c['name'])}"
+                        f"{'' if c['passed'] else ': ' + html.escape(c['message'])}</li>" for c in self["cases"])
+        err = self.get("error")
+        err_html = f"<pre style='color:#cf222e'>{html.escape(err['kind'] + ': ' + err['message'])}</pre>" if err else ""
+        head = f"<b style='color:{'#1a7f37' if ok else '#cf222e'}'>{'PASSED' if ok else 'NOT YET'}</b> {self['exercise']}"
+        return f"<div>{head}{err_html}<table>{''.join(rows)}</table><ul>{cases}</ul></div>"
+
+    def __repr__(self) -> str:
+        bad = [f"blank {b['index']}: {b['message']}" for b in self["blanks"] if b["passed"] is not True]
+        return f"<Verdict {self['exercise']}: {'passed' if self['passed'] else 'not yet'}" + (
+            "; " + "; ".join(bad) if bad else "") + ">"
+
+
+def _source_of(obj: Any) -> tuple[str, str]:
+    if isinstance(obj, str):
+        raise TypeError("pass functions or classes; for a whole file use Grader().check(id, code)")
+    try:
+        src = textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"objs: cannot read the source of {obj!r} ({exc}); define it in a notebook cell or a file") from None
+    return obj.__name__, src
+
+
+def build_code(template_source: str, objs: tuple) -> str:
+    """The template with each top-level def/class named like one of ``objs`` replaced by its source."""
+    replacements = dict(_source_of(o) for o in objs)
+    tree = ast.parse(template_source)
+    lines = template_source.splitlines()
+    spans = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in replacements:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            spans.append((start, node.end_lineno, replacements.pop(node.name)))
+    if replacements:
+        names = ", ".join(replacements)
+        raise ValueError(f"objs: {names} is not defined at the top level of this exercise's template")
+    for start, end, src in sorted(spans, reverse=True):
+        lines[start - 1:end] = src.rstrip("\n").splitlines()
+    return "\n".join(lines) + "\n"
+
+
+def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
+    """Grade functions or classes defined in a notebook against exercise ``exercise_id``.
+
+    Example: ``alignlings.check("dpo-loss", dpo_loss)``; for several names, pass them all:
+    ``alignlings.check("toy-grpo", sample_group, grpo_advantage, grpo_step, train)``.
+    """
+    from alignlings.practice.grader import Grader, template_for
+    from alignlings.practice.pack import load_pack
+
+    if not objs:
+        raise ValueError("objs: pass at least one function or class to grade, e.g. check('dpo-loss', dpo_loss)")
+    p = pack if pack is not None and not isinstance(pack, str) else load_pack(pack)
+    ex = p.get(exercise_id)
+    code = build_code(template_for(ex, "en"), objs)
+    with Grader(p) as grader:
+        verdict = grader.check(ex.id, code, lang=lang, run_main=False)
+    try:
+        from alignlings.practice.progress import ProgressStore
+
+        ProgressStore().record_attempt(ex.id, verdict, code=code, source="notebook")
+    except Exception:  # noqa: BLE001 - grading must not fail because progress cannot be written
+        pass
+    return Verdict(verdict)
+
+
+def exercise_notebook(ex, lang: str = "en"):
+    """A Jupyter notebook for one exercise: statement, the template cell, a check cell."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from alignlings.practice.grader import template_for
+
+    texts = ex.texts(lang)
+    cells = [new_markdown_cell(f"# {ex.title[lang]}\n\n{texts.statement.strip()}")]
+    if ex.is_code:
+        template = template_for(ex, lang)
+        body, _, main = template.partition('\nif __name__ == "__main__":')
+        cells.append(new_code_cell(body.rstrip() + "\n"))
+        names = [n for n in ex.entry] or _top_level_names(body)
+        cells.append(new_code_cell("import alignlings\n"
+                                   f"alignlings.check({ex.id!r}, {', '.join(names)}, lang={lang!r})"))
+        if main:
+            cells.append(new_markdown_cell("Run the test section:" if lang == "en" else "运行测试部分："))
+            cells.append(new_code_cell(textwrap.dedent(main.strip("\n")).strip() + "\n"))
+    else:
+        for i, q in enumerate(ex.quiz, start=1):
+            opts = "\n".join(f"- {chr(65 + j)}) {o.text[lang]}" for j, o in enumerate(q.options))
+            cells.append(new_markdown_cell(f"**{i}. {q.question[lang]}**\n\n{opts}"))
+        cells.append(new_markdown_cell("Answer interactively with `alignlings quiz`." if lang == "en"
+                                       else "用 `alignlings quiz` 交互作答。"))
+    nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                            "language": "python"}})
+    nbformat.validate(nb)
+    return nb
+
+
+def _top_level_names(source: str) -> list[str]:
+    tree = ast.parse(source)
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
