@@ -1,0 +1,584 @@
+"""The learner's progress: an embedded SQLite store shared by the CLI and the web app.
+
+Everything is append-only history (attempts with their verdicts, hints taken, solutions
+revealed, quiz answers, cloze results, resets); the summary a learner sees is computed from it.
+``reset`` marks a point in time instead of deleting rows, so "start over" never loses history.
+
+Concurrency: the CLI and a web server (threads) may write at once. The database runs in WAL mode
+with a busy timeout, each thread (and each process) gets its own connection, and every write is one
+``BEGIN IMMEDIATE`` transaction, so writers queue instead of failing or overwriting each other.
+
+Moving between machines: ``export`` writes versioned JSON; ``import_`` merges it. Every row carries
+a uuid, so importing the same export twice adds nothing.
+
+The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]`` takes a database from
+version ``i`` to ``i + 1`` and they run in order, each in its own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import uuid as uuidlib
+import weakref
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+EXPORT_FORMAT = "alignlings-progress"
+EXPORT_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+DB_NAME = "progress.sqlite3"
+
+# kinds of rows in the `events` table
+HINT, REVEAL, RESET = "hint", "reveal", "reset"
+EVENT_KINDS = (HINT, REVEAL, RESET)
+
+
+def default_db_path() -> Path:
+    """``$ALIGNLINGS_HOME/progress.sqlite3`` if set, else the platform's user data folder."""
+    home = os.environ.get("ALIGNLINGS_HOME")
+    if home:
+        return Path(home).expanduser() / DB_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("alignlings", appauthor=False)) / DB_NAME
+
+
+_clock_lock = threading.Lock()
+_last_now: datetime | None = None
+
+
+def utcnow() -> str:
+    """Now in UTC, ISO 8601 with microseconds and an explicit offset (sorts as text).
+
+    Strictly increasing within a process, even where the system clock is coarse, so an attempt
+    made right after a reset always sorts after it.
+    """
+    global _last_now
+    with _clock_lock:
+        now = datetime.now(timezone.utc)
+        if _last_now is not None and now <= _last_now:
+            now = _last_now + timedelta(microseconds=1)
+        _last_now = now
+    return now.isoformat(timespec="microseconds")
+
+
+def _utc_iso(value: Any, where: str) -> str:
+    """Normalise an imported timestamp to the store's format; naive times are taken as UTC."""
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: expected an ISO 8601 timestamp string, got {type(value).__name__}")
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{where}: not an ISO 8601 timestamp: {value!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def cloze_due(seen: int, wrong: int, streak: int) -> float:
+    """Sampling weight of a cloze position (1 for a position never seen).
+
+    Wrong answers raise it (up to 4x for a position always answered wrong); each correct answer
+    in a row since the last wrong one halves the extra and then the base, down to a floor, so a
+    position the learner has mastered still comes back now and then.
+    """
+    if seen <= 0:
+        return 1.0
+    return max(0.2, (1.0 + 3.0 * wrong / seen) * 0.5 ** streak)
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Run statements one by one: ``executescript`` would commit the migration's transaction."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    _script(db, """
+        CREATE TABLE attempts (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL UNIQUE,
+            exercise TEXT NOT NULL,
+            passed INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            code TEXT NOT NULL,
+            verdict TEXT NOT NULL
+        );
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL UNIQUE,
+            exercise TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE quiz_answers (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL UNIQUE,
+            question_id TEXT NOT NULL,
+            choice INTEGER NOT NULL,
+            correct INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+    """)
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Where an attempt came from (cli, web, notebook); the cloze drill's history; indexes."""
+    _script(db, """
+        ALTER TABLE attempts ADD COLUMN source TEXT NOT NULL DEFAULT 'cli';
+        CREATE TABLE cloze_results (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL UNIQUE,
+            snippet TEXT NOT NULL,
+            key TEXT NOT NULL,
+            token TEXT NOT NULL,
+            correct INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX attempts_exercise ON attempts (exercise, created_at);
+        CREATE INDEX events_exercise ON events (exercise, kind, created_at);
+        CREATE INDEX quiz_question ON quiz_answers (question_id, created_at);
+        CREATE INDEX cloze_snippet ON cloze_results (snippet, key, created_at);
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Apply the migrations a database lacks, each in its own transaction; returns the version.
+
+    Safe when several processes open the same new database at once: the version is re-read
+    under the write lock, so each migration runs exactly once.
+    """
+    while True:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise RuntimeError(
+                    f"progress database schema version {version} is newer than this alignlings "
+                    f"knows ({len(MIGRATIONS)}); upgrade alignlings")
+            if version >= target:
+                db.execute("COMMIT")
+                return version
+            MIGRATIONS[version](db)
+            db.execute(f"PRAGMA user_version = {version + 1}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """A raw connection configured like the store's (autocommit; transactions are explicit)."""
+    db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                         check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+class _Conn:
+    """A thread's connection, weakly tracked by its store so ``close`` can reach it."""
+
+    __slots__ = ("db", "pid", "__weakref__")
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db, self.pid = db, os.getpid()
+
+
+class ProgressStore:
+    """One learner's progress in a SQLite file (default: :func:`default_db_path`)."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: weakref.WeakSet[_Conn] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._closed = False
+        db = self._db()
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # e.g. a file system without shared memory support
+            raise RuntimeError(f"{self.path}: could not switch the progress database to WAL mode (got {mode})")
+        migrate(db)
+
+    # -- connections ---------------------------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection (a new one after a fork: connections never cross processes).
+
+        Only the thread holds it strongly: when a thread ends, its connection is closed with it.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self.path}: the progress store is closed")
+        holder = getattr(self._local, "conn", None)
+        if holder is None or holder.pid != os.getpid():
+            db = connect(self.path)
+            db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed data
+            holder = self._local.conn = _Conn(db)
+            with self._lock:
+                self._all.add(holder)
+        return holder.db
+
+    def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run ``fn`` in one write transaction, taken up front so writers queue on busy_timeout."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    def _read(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        return self._db().execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            holders, self._all = list(self._all), weakref.WeakSet()
+        for holder in holders:
+            if holder.pid == os.getpid():
+                try:
+                    holder.db.close()
+                except sqlite3.Error:
+                    pass
+        self._local = threading.local()
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- resets --------------------------------------------------------------------------------
+    def _reset_at(self, exercise: str) -> str:
+        """When the exercise was last reset ('' if never): summaries count what came after."""
+        row = self._read("SELECT MAX(created_at) FROM events WHERE exercise = ? AND kind = ?", (exercise, RESET))
+        return row[0][0] or ""
+
+    def _resets(self) -> dict[str, str]:
+        rows = self._read("SELECT exercise, MAX(created_at) FROM events WHERE kind = ? GROUP BY exercise", (RESET,))
+        return {r[0]: r[1] for r in rows}
+
+    def reset(self, exercise: str) -> None:
+        """Start the exercise over: its summary restarts; its history stays (``attempts`` flags it)."""
+        self._write(lambda db: _insert_event(db, exercise, RESET))
+
+    # -- attempts ------------------------------------------------------------------------------
+    def record_attempt(self, exercise: str, verdict: dict, *, code: str, source: str = "cli") -> int:
+        """Store one graded attempt; returns its row id."""
+        passed = bool(verdict.get("passed"))
+        text = json.dumps(verdict, ensure_ascii=False, default=str)
+
+        def insert(db):
+            cur = db.execute(
+                "INSERT INTO attempts (uuid, exercise, passed, created_at, code, verdict, source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (str(uuidlib.uuid4()), exercise, int(passed), utcnow(), code, text, source))
+            return cur.lastrowid
+
+        return self._write(insert)
+
+    def attempts(self, exercise: str) -> list[dict]:
+        """Every attempt at the exercise, oldest first, including those before a reset
+        (``before_reset`` is True for them; ``reset_at`` is the last reset or None)."""
+        reset_at = self._reset_at(exercise)
+        rows = self._read("SELECT id, uuid, passed, created_at, code, verdict, source FROM attempts "
+                          "WHERE exercise = ? ORDER BY created_at, id", (exercise,))
+        return [{"id": r["id"], "uuid": r["uuid"], "passed": bool(r["passed"]), "created_at": r["created_at"],
+                 "code": r["code"], "verdict": json.loads(r["verdict"]), "source": r["source"],
+                 "before_reset": bool(reset_at) and r["created_at"] <= reset_at, "reset_at": reset_at or None}
+                for r in rows]
+
+    # -- hints and solutions -------------------------------------------------------------------
+    def record_hint(self, exercise: str) -> int:
+        """Record one more hint taken; returns how many have been taken since the last reset."""
+        def insert(db):
+            _insert_event(db, exercise, HINT)
+            return _count_events(db, exercise, HINT)
+
+        return self._write(insert)
+
+    def hints_taken(self, exercise: str) -> int:
+        return _count_events(self._db(), exercise, HINT)
+
+    def record_solution_revealed(self, exercise: str) -> None:
+        self._write(lambda db: _insert_event(db, exercise, REVEAL))
+
+    # -- quiz ------------------------------------------------------------------------------------
+    def record_quiz_answer(self, question_id: str, choice: int, correct: bool) -> None:
+        self._write(lambda db: db.execute(
+            "INSERT INTO quiz_answers (uuid, question_id, choice, correct, created_at) VALUES (?, ?, ?, ?, ?)",
+            (str(uuidlib.uuid4()), question_id, int(choice), int(bool(correct)), utcnow())))
+
+    def quiz_answers(self) -> dict[str, dict]:
+        """question id -> the last answer: ``choice``, ``correct``, ``attempts`` (answers so far), ``answered_at``."""
+        out: dict[str, dict] = {}
+        rows = self._read("SELECT question_id, choice, correct, created_at FROM quiz_answers ORDER BY created_at, id")
+        for r in rows:
+            n = out.get(r["question_id"], {}).get("attempts", 0)
+            out[r["question_id"]] = {"choice": r["choice"], "correct": bool(r["correct"]), "attempts": n + 1,
+                                     "answered_at": r["created_at"]}
+        return out
+
+    # -- cloze -----------------------------------------------------------------------------------
+    def record_cloze(self, snippet: str, results: list[dict]) -> None:
+        """Store one round of the cloze drill: each result ``{"key", "token", "correct"}``."""
+        rows = []
+        now = utcnow()
+        for i, r in enumerate(results):
+            try:
+                rows.append((str(uuidlib.uuid4()), snippet, str(r["key"]), str(r["token"]),
+                             int(bool(r["correct"])), now))
+            except (KeyError, TypeError):
+                raise ValueError(f"results[{i}]: expected a dict with 'key', 'token' and 'correct', "
+                                 f"got {r!r}") from None
+        self._write(lambda db: db.executemany(
+            "INSERT INTO cloze_results (uuid, snippet, key, token, correct, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)", rows))
+
+    def cloze_stats(self, snippet: str) -> dict[str, dict]:
+        """position key -> ``seen``, ``wrong``, ``right``, ``streak`` (correct answers in a row, latest
+        first), ``token`` (as last recorded) and ``due`` (the sampling weight, see :func:`cloze_due`)."""
+        stats: dict[str, dict] = {}
+        rows = self._read("SELECT key, token, correct FROM cloze_results WHERE snippet = ? ORDER BY created_at, id",
+                          (snippet,))
+        for r in rows:
+            s = stats.setdefault(r["key"], {"seen": 0, "wrong": 0, "streak": 0, "token": r["token"]})
+            s["seen"] += 1
+            s["token"] = r["token"]
+            if r["correct"]:
+                s["streak"] += 1
+            else:
+                s["wrong"] += 1
+                s["streak"] = 0
+        for s in stats.values():
+            s["right"] = s["seen"] - s["wrong"]
+            s["due"] = cloze_due(s["seen"], s["wrong"], s["streak"])
+        return stats
+
+    # -- summary ---------------------------------------------------------------------------------
+    def summary(self) -> dict[str, dict]:
+        """exercise -> ``solved``, ``attempts``, ``hints``, ``revealed``, ``solved_at``, ``last_attempt_at``,
+        counting only what happened after the exercise's last reset."""
+        resets = self._resets()
+        out: dict[str, dict] = {}
+
+        def entry(ex):
+            return out.setdefault(ex, {"solved": False, "attempts": 0, "hints": 0, "revealed": False,
+                                       "solved_at": None, "last_attempt_at": None})
+
+        for r in self._read("SELECT exercise, passed, created_at FROM attempts ORDER BY created_at, id"):
+            e = entry(r["exercise"])
+            if r["created_at"] <= resets.get(r["exercise"], ""):
+                continue
+            e["attempts"] += 1
+            e["last_attempt_at"] = r["created_at"]
+            if r["passed"] and not e["solved"]:
+                e["solved"], e["solved_at"] = True, r["created_at"]
+        for r in self._read("SELECT exercise, kind, created_at FROM events ORDER BY created_at, id"):
+            e = entry(r["exercise"])
+            if r["kind"] == RESET or r["created_at"] <= resets.get(r["exercise"], ""):
+                continue
+            if r["kind"] == HINT:
+                e["hints"] += 1
+            elif r["kind"] == REVEAL:
+                e["revealed"] = True
+        return out
+
+    # -- first run and settings ------------------------------------------------------------------
+    def is_first_run(self) -> bool:
+        return self.get_setting("welcomed_at") is None
+
+    def mark_welcomed(self) -> None:
+        if self.is_first_run():
+            self.set_setting("welcomed_at", utcnow())
+
+    def get_setting(self, key: str, default=None):
+        rows = self._read("SELECT value FROM settings WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else default
+
+    def set_setting(self, key: str, value) -> None:
+        """Store a JSON-able value (ValueError otherwise)."""
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"setting {key!r}: value is not JSON-able: {exc}") from None
+        self._write(lambda db: db.execute(
+            "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (key, text, utcnow())))
+
+    # -- export / import -------------------------------------------------------------------------
+    def export(self) -> dict:
+        """Everything, as JSON-able data: ``{"format": "alignlings-progress", "version": 1, ...}``."""
+        db = self._db()
+        db.execute("BEGIN")  # one consistent snapshot
+        try:
+            attempts = [{"uuid": r["uuid"], "exercise": r["exercise"], "passed": bool(r["passed"]),
+                         "created_at": r["created_at"], "code": r["code"], "verdict": json.loads(r["verdict"]),
+                         "source": r["source"]}
+                        for r in db.execute("SELECT * FROM attempts ORDER BY created_at, id")]
+            events = [{"uuid": r["uuid"], "exercise": r["exercise"], "kind": r["kind"], "created_at": r["created_at"]}
+                      for r in db.execute("SELECT * FROM events ORDER BY created_at, id")]
+            quiz = [{"uuid": r["uuid"], "question_id": r["question_id"], "choice": r["choice"],
+                     "correct": bool(r["correct"]), "created_at": r["created_at"]}
+                    for r in db.execute("SELECT * FROM quiz_answers ORDER BY created_at, id")]
+            cloze = [{"uuid": r["uuid"], "snippet": r["snippet"], "key": r["key"], "token": r["token"],
+                      "correct": bool(r["correct"]), "created_at": r["created_at"]}
+                     for r in db.execute("SELECT * FROM cloze_results ORDER BY created_at, id")]
+            settings = {r["key"]: {"value": json.loads(r["value"]), "updated_at": r["updated_at"]}
+                        for r in db.execute("SELECT * FROM settings ORDER BY key")}
+        finally:
+            db.execute("COMMIT")
+        return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": utcnow(),
+                "attempts": attempts, "events": events, "quiz_answers": quiz, "cloze": cloze, "settings": settings}
+
+    def import_(self, data: dict) -> dict:
+        """Merge an export into this store; returns how many rows of each kind were new.
+
+        Rows are matched by uuid, so importing the same export twice adds nothing. A setting is
+        taken when it is missing here or was changed later there. Everything is validated before
+        anything is written; bad data raises ValueError naming the field.
+        """
+        rows = _validate_export(data)
+
+        def merge(db):
+            counts = {}
+            for table, cols in _TABLES.items():
+                sql = f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+                before = db.total_changes
+                db.executemany(sql, [tuple(r[c] for c in cols) for r in rows[table]])
+                counts[table] = db.total_changes - before
+            before = db.total_changes
+            for key, s in rows["settings"].items():
+                db.execute(
+                    "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at "
+                    "WHERE excluded.updated_at > settings.updated_at", (key, s["value"], s["updated_at"]))
+            counts["settings"] = db.total_changes - before
+            return counts
+
+        counts = self._write(merge)
+        return {"attempts": counts["attempts"], "events": counts["events"], "quiz_answers": counts["quiz_answers"],
+                "cloze": counts["cloze_results"], "settings": counts["settings"]}
+
+
+_TABLES = {
+    "attempts": ("uuid", "exercise", "passed", "created_at", "code", "verdict", "source"),
+    "events": ("uuid", "exercise", "kind", "created_at"),
+    "quiz_answers": ("uuid", "question_id", "choice", "correct", "created_at"),
+    "cloze_results": ("uuid", "snippet", "key", "token", "correct", "created_at"),
+}
+
+
+def _insert_event(db: sqlite3.Connection, exercise: str, kind: str) -> None:
+    db.execute("INSERT INTO events (uuid, exercise, kind, created_at) VALUES (?, ?, ?, ?)",
+               (str(uuidlib.uuid4()), exercise, kind, utcnow()))
+
+
+def _count_events(db: sqlite3.Connection, exercise: str, kind: str) -> int:
+    reset = db.execute("SELECT MAX(created_at) FROM events WHERE exercise = ? AND kind = ?",
+                       (exercise, RESET)).fetchone()[0] or ""
+    return db.execute("SELECT COUNT(*) FROM events WHERE exercise = ? AND kind = ? AND created_at > ?",
+                      (exercise, kind, reset)).fetchone()[0]
+
+
+# -- validating an export ------------------------------------------------------------------------
+
+def _field(row: dict, name: str, types: type | tuple[type, ...], where: str):
+    if name not in row:
+        raise ValueError(f"{where}.{name}: missing")
+    value = row[name]
+    if not isinstance(value, types) or (types is int and isinstance(value, bool)):
+        expected = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+        raise ValueError(f"{where}.{name}: expected {expected}, got {type(value).__name__}")
+    return value
+
+
+def _uuid(row: dict, where: str) -> str:
+    value = _field(row, "uuid", str, where)
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise ValueError(f"{where}.uuid: not a uuid: {value!r}") from None
+
+
+def _rows(data: dict, name: str) -> list[dict]:
+    items = data.get(name, [])
+    if not isinstance(items, list):
+        raise ValueError(f"{name}: expected a list, got {type(items).__name__}")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ValueError(f"{name}[{i}]: expected an object, got {type(item).__name__}")
+    return items
+
+
+def _validate_export(data: Any) -> dict[str, Any]:
+    """Check an export and turn it into rows for the tables (timestamps normalised to UTC)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"progress data: expected a JSON object, got {type(data).__name__}")
+    if data.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"format: expected {EXPORT_FORMAT!r}, got {data.get('format')!r}")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= EXPORT_VERSION:
+        raise ValueError(f"version: expected an integer from 1 to {EXPORT_VERSION}, got {version!r}")
+    out: dict[str, Any] = {t: [] for t in _TABLES}
+    for i, r in enumerate(_rows(data, "attempts")):
+        w = f"attempts[{i}]"
+        verdict = _field(r, "verdict", dict, w)
+        out["attempts"].append({
+            "uuid": _uuid(r, w), "exercise": _field(r, "exercise", str, w),
+            "passed": int(_field(r, "passed", bool, w)), "created_at": _utc_iso(r.get("created_at"), w + ".created_at"),
+            "code": _field(r, "code", str, w), "verdict": json.dumps(verdict, ensure_ascii=False),
+            "source": _field(r, "source", str, w) if "source" in r else "cli",
+        })
+    for i, r in enumerate(_rows(data, "events")):
+        w = f"events[{i}]"
+        kind = _field(r, "kind", str, w)
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"{w}.kind: expected one of {', '.join(EVENT_KINDS)}, got {kind!r}")
+        out["events"].append({"uuid": _uuid(r, w), "exercise": _field(r, "exercise", str, w), "kind": kind,
+                              "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
+    for i, r in enumerate(_rows(data, "quiz_answers")):
+        w = f"quiz_answers[{i}]"
+        out["quiz_answers"].append({"uuid": _uuid(r, w), "question_id": _field(r, "question_id", str, w),
+                                    "choice": _field(r, "choice", int, w),
+                                    "correct": int(_field(r, "correct", bool, w)),
+                                    "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
+    for i, r in enumerate(_rows(data, "cloze")):
+        w = f"cloze[{i}]"
+        out["cloze_results"].append({"uuid": _uuid(r, w), "snippet": _field(r, "snippet", str, w),
+                                     "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
+                                     "correct": int(_field(r, "correct", bool, w)),
+                                     "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
+    settings = data.get("settings", {})
+    if not isinstance(settings, dict):
+        raise ValueError(f"settings: expected an object, got {type(settings).__name__}")
+    out["settings"] = {}
+    for key, s in settings.items():
+        w = f"settings[{key!r}]"
+        if not isinstance(s, dict) or "value" not in s:
+            raise ValueError(f"{w}: expected an object with 'value' and 'updated_at'")
+        out["settings"][key] = {"value": json.dumps(s["value"], ensure_ascii=False),
+                                "updated_at": _utc_iso(s.get("updated_at"), w + ".updated_at")}
+    return out
