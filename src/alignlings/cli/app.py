@@ -22,6 +22,7 @@ def _register() -> None:
         check, cloze_cmd, dev, export, hint, home, list_cmd, progress_cmd, quiz, reset, show, solution, start,
         train_toy, watch,
     )
+    from alignlings.cli import serve  # noqa: F401
 
 
 _register()

@@ -1,0 +1,75 @@
+"""``alignlings serve``: the web practice app on this machine (http://127.0.0.1:8765 by default).
+
+A thin layer over :func:`alignlings.web.app.create_app`. It binds 127.0.0.1 unless told otherwise;
+``--host 0.0.0.0`` (a classroom) without ``--token`` generates a token and prints the URL that
+carries it, because every request without the token is refused. torch, FastAPI and uvicorn are
+imported inside the command so that ``alignlings --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from alignlings.cli.app import app
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _url(host: str, port: int, token: str | None) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind; 0.0.0.0 serves a classroom (needs a token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).", min=0, max=65535)] = 8765,
+    token: Annotated[str | None, typer.Option("--token", help="Require this token on every request "
+                                              "(generated when --host is not loopback and none is given).",
+                                              show_default=False)] = None,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser tab.")] = False,
+    pack: Annotated[Path | None, typer.Option("--pack", help="Serve this pack folder instead of the built-in one.",
+                                              show_default=False)] = None,
+) -> None:
+    """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress."""
+    import socket
+
+    import uvicorn
+
+    from alignlings.practice.pack import PackError
+    from alignlings.web.app import create_app
+
+    if token is not None and not token.strip():
+        raise typer.BadParameter("expected a non-empty token", param_hint="--token")
+    if host not in LOOPBACK and token is None:
+        token = secrets.token_urlsafe(18)
+    try:
+        web = create_app(pack, token=token)
+    except PackError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--pack") from None
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror}", param_hint="--port") from None
+    port = sock.getsockname()[1]
+    url = _url(host, port, token)
+    typer.echo(f"alignlings is serving at {url}")
+    if host not in LOOPBACK:
+        typer.echo("Anyone on this network with the URL above (token included) can use this server.")
+    typer.echo("Press Ctrl+C to stop.")
+    if not no_browser:
+        import webbrowser
+
+        threading.Timer(1.0, lambda: webbrowser.open(url)).start()
+    server = uvicorn.Server(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=3))
+    server.run(sockets=[sock])

@@ -1,0 +1,180 @@
+"""The web practice app: ``create_app()`` builds the FastAPI application behind ``alignlings serve``.
+
+A thin layer over the practice engine (``alignlings.practice``) and the library: pages and JSON
+routes live in one module per page (home, exercises, quiz, cloze, toy_grpo, progress); this module
+wires them with the shared state in :class:`WebContext`, the safety middlewares (token, body
+limit) and the error handlers. No grading logic lives here: learner code is graded by the engine's
+warm grader, whose fork server runs it in sandboxed children, never in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from alignlings.practice.pack import Pack, load_pack
+from alignlings.web import i18n
+from alignlings.web.guard import BodyLimitMiddleware, CheckQueue, QueueFull, TokenMiddleware
+
+HERE = Path(__file__).parent
+log = logging.getLogger("alignlings.web")
+
+
+class WebContext:
+    """What every route shares: the pack, the progress store, the grader and the queues.
+
+    The progress store is safe to share between threads (one SQLite connection per thread).
+    """
+
+    def __init__(self, pack: Pack, store, grader=None, *, check_queue: CheckQueue, toy_runs):
+        self.pack = pack
+        self.store = store
+        self.check_queue = check_queue
+        self.toy_runs = toy_runs
+        self._grader = grader
+        self._owns_grader = grader is None
+        self._grader_lock = threading.Lock()
+        self._grader_error: BaseException | None = None
+
+    def grader(self):
+        """The warm grader, started on first use (or by the warm-up thread at startup)."""
+        if self._grader is None:
+            with self._grader_lock:
+                if self._grader is None:
+                    from alignlings.practice.grader import Grader
+
+                    self._grader = Grader(self.pack, warm=True)
+        return self._grader
+
+    def warm_up(self) -> None:
+        try:
+            self.grader()
+        except BaseException as exc:  # noqa: BLE001 - reported on the first check instead
+            self._grader_error = exc
+            log.warning("grader warm-up failed: %s", exc)
+
+    def close(self) -> None:
+        self.toy_runs.close()
+        if self._owns_grader and self._grader is not None:
+            self._grader.close()
+            self._grader = None
+
+
+def ctx(request: Request) -> WebContext:
+    return request.app.state.ctx
+
+
+def lang_of(request: Request) -> str:
+    return i18n.resolve_lang(request)
+
+
+def render_page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """Render a page template with the common context (language, strings, nav)."""
+    lang = lang_of(request)
+    strings = i18n.ui(lang)
+    response = request.app.state.templates.TemplateResponse(request, template, {
+        "lang": lang, "t": strings, "other_lang": "zh" if lang == "en" else "en", "pack": ctx(request).pack,
+        "client": {"lang": lang, "t": strings}, "nav": context.pop("nav", ""), **context,
+    }, status_code=status_code)
+    if request.query_params.get("lang") in i18n.LANGS:
+        response.set_cookie(i18n.LANG_COOKIE, lang, path="/", samesite="strict", max_age=365 * 24 * 3600)
+    return response
+
+
+def _is_api(request: Request) -> bool:
+    return request.url.path.startswith("/api") or "application/json" in request.headers.get("accept", "")
+
+
+def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | None = None, token: str | None = None,
+               grader=None, store=None, max_body_bytes: int = 1 << 20, max_concurrent_checks: int = 2,
+               max_queue: int = 8, check_wait_seconds: float = 120.0, max_toy_runs: int = 2,
+               warm_up: bool = True) -> FastAPI:
+    """Build the practice app.
+
+    Args:
+        pack_path: exercise pack folder; None is the built-in pack.
+        db_path: SQLite progress file; None is the default under ``$ALIGNLINGS_HOME``.
+        token: when set, every request must carry it (see ``alignlings.web.guard``).
+        grader: a grader object (tests inject fakes); None starts the engine's warm grader.
+        store: a progress store object; None opens ``ProgressStore(db_path)``.
+        max_body_bytes: larger request bodies are refused with 413 (default 1 MiB).
+        max_concurrent_checks: gradings running at once (default 2).
+        max_queue: gradings allowed to wait for a slot; one more is refused with 429 (default 8).
+        check_wait_seconds: a grading that waits longer than this for a slot is refused with 429.
+        max_toy_runs: toy GRPO runs training or waiting at once; one more gets 429. Only one
+            trains at a time because torch's random generator is global to the process.
+        warm_up: start the warm grader in the background at startup (default True).
+    """
+    from alignlings.web import cloze, exercises, home, progress, quiz, toy_grpo
+
+    pack = load_pack(pack_path)
+    if store is None:
+        from alignlings.practice.progress import ProgressStore
+
+        store = ProgressStore(db_path)
+    context = WebContext(pack, store, grader,
+                         check_queue=CheckQueue(max_concurrent_checks, max_queue, check_wait_seconds),
+                         toy_runs=toy_grpo.RunManager(max_runs=max_toy_runs))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if warm_up and context._grader is None:
+            threading.Thread(target=context.warm_up, name="alignlings-grader-warmup", daemon=True).start()
+        try:
+            yield
+        finally:
+            context.close()
+
+    app = FastAPI(title="alignlings", version=_version(), lifespan=lifespan,
+                  description="Practise DPO, GRPO and reward models: the JSON API behind `alignlings serve`.")
+    app.state.ctx = context
+    app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
+    app.state.templates.env.globals["static_version"] = _version()
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    for module in (home, exercises, quiz, cloze, toy_grpo, progress):
+        app.include_router(module.router)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if _is_api(request) or exc.status_code not in (404, 400):
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+        return render_page(request, "error.html", status_code=exc.status_code, status=exc.status_code,
+                           detail=exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(QueueFull)
+    async def queue_full(request: Request, exc: QueueFull):
+        return JSONResponse({"detail": f"busy: {exc}; retry shortly"}, status_code=429, headers={"Retry-After": "2"})
+
+    @app.get("/api/health", tags=["meta"])
+    def health() -> dict:
+        """Liveness and load: grading queue occupancy, whether the warm grader is up, toy runs."""
+        return {"ok": True, "grader": "ready" if context._grader is not None else "starting",
+                "checks": context.check_queue.stats(), "toy_runs": context.toy_runs.active()}
+
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(TokenMiddleware, token=token)  # outermost: refuse before reading a body
+    return app
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("alignlings")
+    except Exception:  # noqa: BLE001
+        return "0"

@@ -1,0 +1,137 @@
+"""The MLM drill ("random blanks"): a reference snippet with random tokens masked as inputs.
+
+``POST /api/cloze/{snippet}`` with ``{"action": "draw", "ratio": 0.15, "seed": 7}`` draws masks
+(the engine's ``alignlings.practice.cloze``: positions, weighting by past mistakes, the counter)
+and returns the highlighted snippet with inputs; ``{"action": "check", "masked": [keys],
+"answers": {key: text}}`` grades the answers (an answer that is not the token but behaves the same
+is accepted by running it, through the grading queue) and records them.
+"""
+
+from __future__ import annotations
+
+import html
+import random
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from alignlings.practice.pack import Exercise
+from alignlings.web import render
+from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.exercises import get_exercise
+from alignlings.web.i18n import ui
+
+router = APIRouter()
+
+DEFAULT_RATIO = 0.15
+
+
+class ClozeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["draw", "check"]
+    ratio: float = Field(default=DEFAULT_RATIO, gt=0, le=1, description="Fraction of maskable positions to mask.")
+    seed: int | None = Field(default=None, ge=0, lt=2**63, description="Replay a draw; omitted: a new random draw.")
+    masked: list[str] = Field(default_factory=list, max_length=1000, description="Keys of the masked positions.")
+    answers: dict[str, str] = Field(default_factory=dict, description="Key -> the learner's answer.")
+
+
+def snippet(request: Request, snippet_id: str) -> Exercise:
+    ex = get_exercise(request, snippet_id)
+    if not ex.cloze:
+        raise HTTPException(404, f"{snippet_id!r} has no cloze snippet")
+    return ex
+
+
+def snippets(request: Request) -> list[Exercise]:
+    return [ex for ex in ctx(request).pack if ex.cloze]
+
+
+def _line_starts(source: str) -> list[int]:
+    return render.offsets(source)
+
+
+def snippet_html(source: str, masked, values: dict[str, str] | None = None) -> str:
+    """The snippet highlighted, each masked position an input (numbered in reading order)."""
+    starts = _line_starts(source)
+    holes = []
+    for n, p in enumerate(sorted(masked, key=lambda p: (p.line, p.col)), start=1):
+        start = starts[p.line - 1] + p.col
+        width = max(len(p.token), 3) + 1
+        value = html.escape((values or {}).get(p.key, ""), quote=True)
+        holes.append(render.Hole(start, starts[p.line - 1] + p.end_col, (
+            f'<input class="mask" data-key="{html.escape(p.key, quote=True)}" data-n="{n}" style="width:{width}ch" '
+            f'value="{value}" aria-label="[{n}]" spellcheck="false" autocomplete="off" autocapitalize="off">'
+            f'<span class="mark" data-key="{html.escape(p.key, quote=True)}"></span>')))
+    return render.highlight(source, holes)
+
+
+def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | None) -> dict:
+    from alignlings.practice import cloze as cz
+
+    source = cz.snippet_source(ex, lang)
+    positions = cz.maskable_positions(source)
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    try:
+        stats = ctx(request).store.cloze_stats(ex.id)
+    except Exception:  # noqa: BLE001 - no history yet is fine
+        stats = None
+    masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
+    return {"snippet": ex.id, "seed": seed, "ratio": ratio, "maskable": len(positions), "masked": [p.key for p in masked],
+            "counter": cz.counter_text(len(positions), len(masked), lang), "html": snippet_html(source, masked)}
+
+
+@router.get("/api/cloze", tags=["cloze"])
+def list_snippets(request: Request) -> list[dict]:
+    """The snippets of the MLM drill (one per exercise with ``cloze = true``)."""
+    lang = lang_of(request)
+    return [{"id": ex.id, "title": ex.title.get(lang, ex.id), "url": f"/cloze/{ex.id}"} for ex in snippets(request)]
+
+
+@router.post("/api/cloze/{snippet_id}", tags=["cloze"])
+async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> dict:
+    """Draw a new mask, or check answers for the masked keys."""
+    from alignlings.practice import cloze as cz
+
+    lang = lang_of(request)
+    ex = snippet(request, snippet_id)
+    if body.action == "draw":
+        return _draw(request, ex, lang, body.ratio, body.seed)
+    source = cz.snippet_source(ex, lang)
+    by_key = {p.key: p for p in cz.maskable_positions(source)}
+    unknown = [k for k in body.masked if k not in by_key]
+    if unknown or not body.masked:
+        raise HTTPException(422, f"masked: unknown position keys {unknown[:5]}" if unknown else "masked: empty")
+    masked = [by_key[k] for k in dict.fromkeys(body.masked)]
+    answers = {k: str(body.answers.get(k, ""))[:500] for k in by_key if k in body.answers}
+    c = ctx(request)
+
+    def grade():
+        results = cz.check(ex, source, masked, answers, c.grader())
+        c.store.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results])
+        return results
+
+    results = await c.check_queue.run(grade)
+    right = sum(1 for r in results if r["correct"])
+    return {"snippet": ex.id, "results": results, "right": right, "total": len(results),
+            "score": ui(lang)["cloze_score"].format(right=right, total=len(results))}
+
+
+@router.get("/cloze", include_in_schema=False)
+def cloze_index(request: Request):
+    items = snippets(request)
+    if not items:
+        raise HTTPException(404, "this pack has no cloze snippets")
+    return cloze_page(request, items[0].id)
+
+
+@router.get("/cloze/{snippet_id}", include_in_schema=False)
+def cloze_page(request: Request, snippet_id: str):
+    lang = lang_of(request)
+    ex = snippet(request, snippet_id)
+    first = _draw(request, ex, lang, DEFAULT_RATIO, None)
+    return render_page(request, "cloze.html", nav="cloze", ex=ex, title=ex.title.get(lang, ex.id),
+                       snippets=snippets(request), draw=first,
+                       client={"lang": lang, "t": ui(lang), "snippet": ex.id, "draw": {k: v for k, v in first.items()
+                                                                                      if k != "html"}})

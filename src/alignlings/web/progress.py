@@ -1,0 +1,102 @@
+"""The progress page and routes: what was solved, attempts and hints; export and import as JSON.
+
+Progress lives in the engine's SQLite store (``alignlings.practice.progress``), shared with the
+CLI, so it survives a server restart and shows up in ``alignlings progress`` too.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+
+from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.i18n import ui
+
+router = APIRouter()
+
+
+def rows(request: Request) -> list[dict]:
+    lang = lang_of(request)
+    summary = ctx(request).store.summary()
+    out = []
+    for ex in ctx(request).pack:
+        row = summary.get(ex.id, {})
+        out.append({"id": ex.id, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
+                    "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
+                    "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed"))})
+    return out
+
+
+@router.get("/api/progress", tags=["progress"])
+def get_progress(request: Request) -> dict:
+    """Per exercise: solved, attempts, hints taken, whether the solution was revealed."""
+    store = ctx(request).store
+    return {"exercises": rows(request), "summary": store.summary()}
+
+
+@router.get("/api/progress/export", tags=["progress"])
+def export_progress(request: Request) -> Response:
+    """All progress as a JSON document (a download); import it on another machine."""
+    data = ctx(request).store.export()
+    return Response(json.dumps(data, ensure_ascii=False, indent=1), media_type="application/json",
+                    headers={"Content-Disposition": 'attachment; filename="alignlings-progress.json"'})
+
+
+@router.post("/api/progress/import", tags=["progress"])
+async def import_progress(request: Request) -> dict:
+    """Merge a JSON export (the body) into this store; returns what was added."""
+    try:
+        data = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HTTPException(400, f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise HTTPException(422, "expected a JSON object (the output of /api/progress/export)")
+    try:
+        counts = ctx(request).store.import_(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
+    return {"imported": counts}
+
+
+def _quiz_rows(request: Request, lang: str) -> list[dict]:
+    from alignlings.web.quiz import _latest_answers
+
+    latest = _latest_answers(request)
+    out = []
+    for ex in ctx(request).pack:
+        if ex.kind != "quiz":
+            continue
+        for q in ex.quiz:
+            a = latest.get(q.id)
+            out.append({"id": q.id, "question": q.question.get(lang, q.id),
+                        "answered": a is not None, "correct": bool(a and a.get("correct"))})
+    return out
+
+
+def _cloze_rows(request: Request, lang: str) -> list[dict]:
+    out = []
+    for ex in ctx(request).pack:
+        if not ex.cloze:
+            continue
+        try:
+            stats = ctx(request).store.cloze_stats(ex.id) or {}
+        except Exception:  # noqa: BLE001
+            stats = {}
+        seen = right = 0
+        for value in (stats.values() if isinstance(stats, dict) else []):
+            if isinstance(value, dict):
+                seen += int(value.get("seen", value.get("attempts", 0)) or 0)
+                right += int(value.get("right", value.get("correct", 0)) or 0)
+        out.append({"id": ex.id, "title": ex.title.get(lang, ex.id), "seen": seen, "right": right})
+    return out
+
+
+@router.get("/progress", include_in_schema=False)
+def progress_page(request: Request):
+    lang = lang_of(request)
+    store = ctx(request).store
+    return render_page(request, "progress.html", nav="progress", title=ui(lang)["nav_progress"],
+                       rows=rows(request), quiz=_quiz_rows(request, lang), cloze=_cloze_rows(request, lang),
+                       store_path=str(getattr(store, "path", "")))
