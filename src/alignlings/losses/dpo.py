@@ -156,8 +156,10 @@ def discopop_loss(b: DPOBatch) -> torch.Tensor:
     logits = b.beta * b.delta
     modulation = torch.sigmoid(logits / DISCOPOP_TAU)
     logistic_component = -F.logsigmoid(logits)
-    exp_component = torch.exp(-logits)
-    return logistic_component * (1 - modulation) + exp_component * modulation
+    # exp(-logits) * modulation, computed in log space: for very negative logits exp(-logits) overflows
+    # to inf while the modulation underflows to 0, and inf * 0 = NaN (TRL's form does that, here it is 0).
+    exp_component_modulated = torch.exp(F.logsigmoid(logits / DISCOPOP_TAU) - logits)
+    return logistic_component * (1 - modulation) + exp_component_modulated
 
 
 def sigmoid_norm_loss(b: DPOBatch) -> torch.Tensor:
@@ -191,16 +193,17 @@ def _batch(
     policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps,
     beta, label_smoothing, chosen_lengths=None, rejected_lengths=None,
 ) -> DPOBatch:
-    check_ndim("policy_chosen_logps", policy_chosen_logps, 1, "a [B] tensor of summed completion log-probs")
     named = {
         "policy_chosen_logps": policy_chosen_logps,
         "policy_rejected_logps": policy_rejected_logps,
         "ref_chosen_logps": ref_chosen_logps,
         "ref_rejected_logps": ref_rejected_logps,
     }
-    for name, t in named.items():
+    for name, t in named.items():  # type first, so a list gets a ValueError, not an AttributeError
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name}: expected a torch.Tensor of shape [B], got {type(t).__name__}")
+    check_ndim("policy_chosen_logps", policy_chosen_logps, 1, "a [B] tensor of summed completion log-probs")
+    for name, t in named.items():
         check_floating(name, t)
         check_same_shape(name, t, "policy_chosen_logps", policy_chosen_logps)
     for name, t in (("chosen_lengths", chosen_lengths), ("rejected_lengths", rejected_lengths)):

@@ -31,8 +31,10 @@ def grpo_advantages(
 
     Args:
         rewards: [G] (one group), [P, G] (P prompts, G generations each), or [P, G, K] with K reward
-            functions, which are combined first as sum_k w_k * r_k (NaN, "not scored", counts as 0,
-            as TRL's nansum). Lists are accepted.
+            functions, which are combined first as sum_k w_k * r_k. Lists are accepted. NaN means "not
+            scored" (a reward function returned None), as in TRL: a NaN among the K rewards counts as 0
+            (nansum); a completion that no function scored is left out of its group's mean and std and
+            gets advantage 0 (so does a group with fewer than 2 scored completions when its std is used).
         eps: added to the std (default 1e-4, TRL's; verl uses 1e-6, OpenRLHF 1e-9).
         scale_rewards: "group" (default, TRL's): divide by each group's std; "batch": subtract the
             group mean but divide by the std of all rewards; "none": only centre (Dr. GRPO).
@@ -52,7 +54,9 @@ def grpo_advantages(
         w = torch.ones(K, dtype=rewards.dtype) if reward_weights is None else as_tensor("reward_weights", reward_weights)
         if w.shape != (K,):
             raise ValueError(f"reward_weights: expected shape ({K},) for {K} reward functions, got {tuple(w.shape)}")
+        unscored = torch.isnan(rewards).all(dim=-1)  # [P, G], no reward function scored it
         rewards = (rewards * w.to(rewards)).nansum(dim=-1)  # [P, G]
+        rewards = rewards.masked_fill(unscored, float("nan"))
     elif reward_weights is not None:
         raise ValueError(
             f"reward_weights: only meaningful for a [P, G, K] rewards tensor, got rewards of shape {tuple(rewards.shape)}"
@@ -65,13 +69,25 @@ def grpo_advantages(
     if scale_rewards == "batch" and rewards.numel() < 2:
         raise ValueError("rewards: scale_rewards='batch' needs at least 2 rewards for a std, got 1")
 
-    group_mean = rewards.mean(dim=-1, keepdim=True)  # [..., 1]
+    # NaN-aware statistics (TRL's nanmean / nanstd), so unscored completions do not move the baseline.
+    group_mean = rewards.nanmean(dim=-1, keepdim=True)  # [..., 1]
     advantages = rewards - group_mean  # [..., G]
     if scale_rewards == "group":
-        advantages = advantages / (rewards.std(dim=-1, keepdim=True) + eps)
+        advantages = advantages / (_nanstd(rewards, dim=-1) + eps)
     elif scale_rewards == "batch":
-        advantages = advantages / (rewards.std() + eps)
-    return advantages
+        advantages = advantages / (_nanstd(rewards) + eps)
+    # An unscored completion (or a group with no usable std) carries no signal: advantage 0, as TRL.
+    return advantages.nan_to_num(nan=0.0)
+
+
+def _nanstd(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Unbiased (Bessel) std ignoring NaNs, keepdim; NaN where fewer than 2 values remain (TRL's nanstd)."""
+    dims = tuple(range(x.dim())) if dim is None else (dim,)
+    mean = x.nanmean(dim=dims, keepdim=True)
+    count = (~torch.isnan(x)).sum(dim=dims, keepdim=True)
+    sum_sq = ((x - mean) ** 2).nansum(dim=dims, keepdim=True)
+    var = sum_sq / (count - 1).clamp(min=1)
+    return torch.where(count > 1, var.sqrt(), torch.full_like(var, float("nan")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,25 +252,34 @@ def grpo_metrics(
     epsilon_high: float | None = None,
     importance_sampling_level: str = "token",
 ) -> dict[str, float]:
-    """TRL's GRPO diagnostics over the masked tokens: ``kl`` (plain k3, when ref_logps is given),
+    """TRL's GRPO diagnostics: ``kl`` (plain k3 over the masked tokens, when ref_logps is given),
     ``clip_ratio/low_mean`` (ratio < 1-eps_low with A < 0), ``clip_ratio/high_mean`` (ratio > 1+eps_high
-    with A > 0) and ``clip_ratio/region_mean`` (either)."""
+    with A > 0) and ``clip_ratio/region_mean`` (either). At token level the clip fractions are over the
+    masked tokens; at sequence level (one ratio per sequence) they are over the sequences, as TRL's."""
     mask = torch.ones_like(logps) if mask is None else mask.to(logps.dtype)
     old_logps = logps if old_logps is None else old_logps
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
-    log_ratio = logps - old_logps
+    log_ratio = logps - old_logps  # [B, T]
     if importance_sampling_level == "sequence":
-        log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
-    ratio = torch.exp(log_ratio).expand_as(logps)
-    n = mask.sum().clamp(min=1.0)
-    low = ((ratio < 1 - epsilon) & (adv < 0)).to(mask.dtype)
+        log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)  # [B, 1]
+    ratio = torch.exp(log_ratio)
+
+    def masked_mean(x: torch.Tensor) -> float:  # over the completion tokens
+        return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
+
+    def fraction(x: torch.Tensor) -> float:
+        if importance_sampling_level == "sequence" and x.shape[1] == 1:  # one ratio per sequence
+            return x.mean().item()  # a fraction of sequences, not of tokens
+        return masked_mean(x)
+
+    low = ((ratio < 1 - epsilon) & (adv < 0)).to(mask.dtype)  # [B, T] or [B, 1]
     high = ((ratio > 1 + epsilon_high) & (adv > 0)).to(mask.dtype)
     out = {
-        "clip_ratio/low_mean": ((low * mask).sum() / n).item(),
-        "clip_ratio/high_mean": ((high * mask).sum() / n).item(),
-        "clip_ratio/region_mean": ((torch.maximum(low, high) * mask).sum() / n).item(),
+        "clip_ratio/low_mean": fraction(low),
+        "clip_ratio/high_mean": fraction(high),
+        "clip_ratio/region_mean": fraction(torch.maximum(low, high)),
     }
     if ref_logps is not None:
-        out["kl"] = ((kl_k3(ref_logps - logps) * mask).sum() / n).item()
+        out["kl"] = masked_mean(kl_k3(ref_logps - logps))
     return out

@@ -27,8 +27,13 @@ def kl_k2(log_ratio: torch.Tensor) -> torch.Tensor:
 
 
 def kl_k3(log_ratio: torch.Tensor) -> torch.Tensor:
-    """k3 = r - log r - 1, with r = exp(log r); TRL's GRPO KL term."""
-    return torch.exp(log_ratio) - log_ratio - 1
+    """k3 = r - log r - 1, with r = exp(log r); TRL's GRPO KL term.
+
+    Written as expm1(log r) - log r: the same value and gradient (exp(log r) - 1), but exp(x) - x - 1
+    cancels catastrophically near x = 0 and comes out negative (down to -6e-8 in float32), while
+    expm1(x) rounds to a value >= x, so k3 is never negative.
+    """
+    return torch.expm1(log_ratio) - log_ratio
 
 
 KL_ESTIMATORS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
