@@ -1,0 +1,154 @@
+"""Cases for the toy-grpo exercise.
+
+Unit cases install their own seeded models into the learner's module (the functions read the
+module globals policy, ref, old and opt), so they do not depend on what ran before them, nor on the
+order in which a learner's code draws random numbers. The training case judges the outcome itself.
+"""
+
+from alignlings.practice.checks import Case
+
+
+def cases():
+    import copy
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    BOS, TARGET = 9, 0
+    prompt = torch.tensor([[BOS]])
+    config = GPT2Config(vocab_size=10, n_positions=4, n_embd=16, n_layer=1, n_head=2,
+                        bos_token_id=BOS, eos_token_id=BOS, use_cache=False)
+
+    def one_thread(fn):
+        # a 16-wide model is much faster on one thread; restore the caller's setting afterwards
+        @functools.wraps(fn)
+        def run(m):
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return fn(m)
+            finally:
+                torch.set_num_threads(threads)
+        return run
+
+    def perturbed(model, scale, generator):
+        model = copy.deepcopy(model)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=generator) * scale)
+        return model
+
+    def install(m, seed, old_noise=0.0, policy_noise=0.0):
+        """Fresh policy/ref/old/opt in module m; optionally move old and policy away from ref."""
+        torch.manual_seed(seed)
+        base = GPT2LMHeadModel(config).eval()
+        g = torch.Generator().manual_seed(seed + 1000)
+        m.ref = copy.deepcopy(base).requires_grad_(False)
+        m.old = perturbed(base, old_noise, g).requires_grad_(False)
+        m.policy = perturbed(base, policy_noise, g).requires_grad_(True)
+        m.opt = torch.optim.Adam(m.policy.parameters(), lr=3e-3)
+
+    def logprobs(model):
+        with torch.no_grad():
+            return F.log_softmax(model(prompt).logits[0, -1], dim=-1)  # [V]
+
+    @one_thread
+    def sampling(m):
+        install(m, 11, old_noise=0.6, policy_noise=0.0)
+        old_lp_all = logprobs(m.old)
+        torch.manual_seed(1)
+        samples, old_lp = m.sample_group(m.old, G=4000)
+        default_samples, _ = m.sample_group(m.old)
+        summary = {"shape": list(samples.shape), "default G": list(default_samples.shape),
+                   "dtype": str(samples.dtype).replace("torch.", "")}
+        ok_ids = samples.dtype == torch.int64 and samples.dim() == 1 and bool(((samples >= 0) & (samples < 10)).all())
+        summary["ids in 0..9"] = ok_ids
+        summary["old_lp is log pi_old at the samples"] = bool(
+            ok_ids and old_lp.shape == samples.shape and torch.allclose(old_lp, old_lp_all[samples], atol=1e-5))
+        freq = torch.bincount(samples.flatten().clamp(0, 9), minlength=10).float() / max(samples.numel(), 1)
+        summary["frequencies follow pi_old"] = bool((freq - old_lp_all.exp()).abs().max() < 0.04)
+        summary["old_lp has no gradient"] = not old_lp.requires_grad
+        # not judged (it depends on the draws); it tells apart wrong fills that fail the same way
+        summary["mean old_lp"] = round(float(old_lp.float().mean()), 4)
+        return summary
+
+    def sampling_ok(summary):
+        wrong = [k for k, v in summary.items() if v is False]
+        if summary["shape"] != [4000]:
+            wrong.append(f"shape {summary['shape']} for G=4000")
+        if summary["default G"] != [32]:
+            wrong.append(f"shape {summary['default G']} for the default G=32")
+        return not wrong, "; ".join(f"{w}: no" if w in summary else w for w in wrong)
+
+    def advantage_of(values):
+        return lambda m: m.grpo_advantage(torch.tensor(values))
+
+    def random_rewards(m):
+        g = torch.Generator().manual_seed(4)
+        return m.grpo_advantage((torch.rand(32, generator=g) < 0.2).float())
+
+    @one_thread
+    def step(m):
+        install(m, 21, old_noise=0.3, policy_noise=0.3)
+        g = torch.Generator().manual_seed(22)
+        samples = torch.randint(0, 10, (32,), generator=g)
+        old_lp = logprobs(m.old)[samples]
+        advantages = torch.randn(32, generator=g)
+        loss = m.grpo_step(samples, old_lp, advantages)
+        grads = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                           for p in m.policy.parameters()])
+        return float(loss), grads
+
+    @one_thread
+    def clipped_gradient(m):
+        # ratio = e (A = +1) and ratio = 1/e (A = -1): both outside [0.8, 1.2] on the side the min clips
+        install(m, 31)
+        samples = torch.tensor([0, 3, 3, 7, 1, 8])
+        logp = logprobs(m.policy)[samples]
+        largest = []
+        for shift, advantage in ((-1.0, 1.0), (1.0, -1.0)):
+            m.grpo_step(samples, logp + shift, torch.full((6,), advantage), kl_coef=0.0)
+            largest.append(max(float(p.grad.abs().max()) if p.grad is not None else 0.0
+                               for p in m.policy.parameters()))
+        return tuple(largest)
+
+    @one_thread
+    def sync(m):
+        install(m, 41)
+        m.train(iterations=1)
+        same = all(torch.equal(a, b) for a, b in zip(m.old.state_dict().values(), m.policy.state_dict().values()))
+        return {"old is a separate model": m.old is not m.policy, "old equals policy after an iteration": same}
+
+    @one_thread
+    def training(m):
+        install(m, 0)
+        m.train()
+        with torch.no_grad():
+            return F.softmax(m.policy(prompt).logits[0, -1], dim=-1)[TARGET].item()
+
+    def trained(p):
+        return p >= 0.7, f'P("a") = {p:.3f} after 40 iterations; it should end above 0.70'
+
+    return [
+        Case("sample_group draws G ids from old, with old's log-probs", "visible", sampling, expect=sampling_ok,
+             note={"en": "Sample with replacement from softmax(logits) of the model passed in, and keep the "
+                         "log-softmax of the same logits at the sampled ids.",
+                   "zh": "从传入模型的 softmax(logits) 中有放回地采样，并保留同一组 logits 的 log-softmax 在采样 id 处的值。"}),
+        Case("grpo_advantage on 2 'a' among 8", "visible", advantage_of([1.0, 0, 0, 1, 0, 0, 0, 0])),
+        Case("grpo_advantage on a random group of 32", "hidden", random_rewards),
+        Case("grpo_advantage when no answer is 'a'", "edge", advantage_of([0.0] * 32), note={
+            "en": "All rewards equal: std = 0, so the advantages must be 0 (eps), not 0/0 = NaN.",
+            "zh": "所有奖励相同：std = 0，所以优势必须是 0（靠 eps），而不是 0/0 = NaN。",
+        }),
+        Case("grpo_step: loss and gradients on a fixed state", "visible", step),
+        Case("grpo_step: no gradient where the ratio is clipped", "edge", clipped_gradient, note={
+            "en": "With A > 0 and ratio = e > 1.2, or A < 0 and ratio = 1/e < 0.8, the min picks the clipped "
+                  "term, which is constant: the gradient must be exactly 0 (kl_coef = 0 here).",
+            "zh": "当 A > 0 且 ratio = e > 1.2，或 A < 0 且 ratio = 1/e < 0.8 时，min 选中裁剪项，而它是常数："
+                  "梯度必须恰好为 0（这里 kl_coef = 0）。",
+        }),
+        Case("train: old is synced from policy after each iteration", "visible", sync),
+        Case("training: P('a') after 40 iterations", "visible", training, expect=trained, scope="full"),
+    ]
