@@ -11,6 +11,7 @@ import json
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
+from alignlings.web import render
 from alignlings.web.app import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
 
@@ -70,7 +71,7 @@ def _quiz_rows(request: Request, lang: str) -> list[dict]:
             continue
         for q in ex.quiz:
             a = latest.get(q.id)
-            out.append({"id": q.id, "question": q.question.get(lang, q.id),
+            out.append({"id": q.id, "question_html": render.inline_markdown(q.question.get(lang, q.id)),
                         "answered": a is not None, "correct": bool(a and a.get("correct"))})
     return out
 

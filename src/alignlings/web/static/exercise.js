@@ -64,9 +64,21 @@
     if (diff.reason === "shape") parts.push(`shape ${JSON.stringify(diff.got_shape)} ≠ ${JSON.stringify(diff.expected_shape)}`);
     if (diff.max_abs_diff !== undefined) parts.push(`max |diff| ${fmt(diff.max_abs_diff)}`);
     if (Array.isArray(diff.first) && diff.first.length) {
-      parts.push(diff.first.slice(0, 3).map((f) => `[${f.index.join(",")}] ${fmt(f.expected)} → ${fmt(f.got)}`).join("  "));
+      parts.push(diff.first.slice(0, 3).map((f) => {
+        const text = T.expected_got.replace("{expected}", fmt(f.expected)).replace("{got}", fmt(f.got));
+        return f.index.length ? `[${f.index.join(",")}] ${text}` : text;
+      }).join("; "));
+    } else if (diff.expected !== undefined && diff.got !== undefined) {
+      parts.push(T.expected_got.replace("{expected}", fmt(diff.expected)).replace("{got}", fmt(diff.got)));
     }
     return parts.join(" · ");
+  }
+  // the engine's message repeats the case name ("case 'x': ..." / "用例「x」：..."): it is shown already
+  function caseMessage(c) {
+    for (const prefix of [`case '${c.name}': `, `用例「${c.name}」：`]) {
+      if (c.message.startsWith(prefix)) return c.message.slice(prefix.length);
+    }
+    return c.message;
   }
   function fmt(v) { return typeof v === "number" ? Number(v.toPrecision(5)).toString() : String(v); }
 
@@ -99,7 +111,8 @@
     const cases = document.getElementById("cases");
     cases.replaceChildren(...v.cases.map((c) => el("li", { class: c.passed ? "ok" : "bad" },
       el("span", { text: c.passed ? "✓ " : "✗ " }), el("strong", { text: c.name }), " ",
-      el("span", { class: "kind", text: `(${c.kind})` }), c.passed ? "" : ` ${c.message}`)));
+      el("span", { class: "kind", text: `(${T[`kind_${c.kind}`] || c.kind})` }),
+      c.passed ? "" : ` ${caseMessage(c)}`)));
     const out = (v.stdout || "").trim();
     document.getElementById("stdout-box").hidden = !out;
     document.getElementById("stdout").textContent = out;

@@ -113,7 +113,7 @@
     chart(lossCanvas, "loss", false);
     legend.replaceChildren(...runs.map((r) => el("li", { "data-run": r.id },
       el("span", { class: "swatch", style: `background:${r.color}` }),
-      `${T.seed} ${r.seed}${r.result ? ` · ${doneText(r)}` : ""}`)));
+      r.result ? doneText(r) : `${T.seed} ${r.seed}`)));
   }
 
   document.getElementById("run-btn").addEventListener("click", start);
