@@ -10,6 +10,7 @@ is accepted by running it, through the grading queue) and records them.
 from __future__ import annotations
 
 import html
+import logging
 import random
 from typing import Literal
 
@@ -20,9 +21,11 @@ from alignlings.practice.pack import Exercise
 from alignlings.web import render
 from alignlings.web.app import ctx, lang_of, render_page
 from alignlings.web.exercises import get_exercise
+from alignlings.web.guard import QueueFull
 from alignlings.web.i18n import ui
 
 router = APIRouter()
+log = logging.getLogger("alignlings.web")
 
 DEFAULT_RATIO = 0.15
 
@@ -112,7 +115,15 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
         c.store.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results])
         return results
 
-    results = await c.check_queue.run(grade)
+    try:
+        results = await c.check_queue.run(grade)
+    except (HTTPException, QueueFull):
+        raise
+    except ValueError as exc:  # ClozeError: positions that are not this snippet's
+        raise HTTPException(422, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the grader failed: report it, keep serving
+        log.exception("cloze check failed on %s", ex.id)
+        raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
     right = sum(1 for r in results if r["correct"])
     return {"snippet": ex.id, "results": results, "right": right, "total": len(results),
             "score": ui(lang)["cloze_score"].format(right=right, total=len(results))}

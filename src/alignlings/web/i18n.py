@@ -61,6 +61,7 @@ UI: dict[str, dict[str, str]] = {
     "output": {"en": "Output of running your file", "zh": "运行你的文件的输出"},
     "error": {"en": "Error", "zh": "错误"},
     "busy": {"en": "The grader is busy; try again in a moment.", "zh": "评分器正忙，请稍后再试。"},
+    "busy_retrying": {"en": "Queued…", "zh": "排队中…"},
     "network": {"en": "Could not reach the server.", "zh": "无法连接服务器。"},
     "statement": {"en": "Task", "zh": "任务"},
     "code": {"en": "Code", "zh": "代码"},

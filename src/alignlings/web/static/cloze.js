@@ -50,7 +50,8 @@
     busy = true; checkBtn.disabled = true; checkBtn.textContent = T.checking;
     const answers = {};
     inputs().forEach((inp) => { answers[inp.dataset.key] = inp.value; });
-    const res = await api("POST", `/api/cloze/${draw.snippet}`, { action: "check", masked: draw.masked, answers });
+    const res = await apiQueued("POST", `/api/cloze/${draw.snippet}`, { action: "check", masked: draw.masked, answers },
+      () => { checkBtn.textContent = T.busy_retrying; });
     busy = false; checkBtn.disabled = false; checkBtn.textContent = T.check;
     score.hidden = false;
     if (!res.ok) { score.textContent = errorText(res); return; }

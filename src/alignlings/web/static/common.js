@@ -15,9 +15,20 @@ async function api(method, url, body) {
     const res = await fetch(`${url}${sep}lang=${CLIENT.lang}`, init);
     let data = null;
     try { data = await res.json(); } catch (e) { data = { detail: res.statusText }; }
-    return { ok: res.ok, status: res.status, data };
+    return { ok: res.ok, status: res.status, data, retryAfter: Number(res.headers.get("Retry-After") || 2) };
   } catch (e) {
     return { ok: false, status: 0, data: { detail: T.network } };
+  }
+}
+
+/* like api(), but a 429 (the grading queue is full) is retried after the server's Retry-After,
+   a few times, calling onWait() meanwhile: a busy classroom server delays a check, never drops it. */
+async function apiQueued(method, url, body, onWait, tries = 8) {
+  for (let i = 0; ; i++) {
+    const res = await api(method, url, body);
+    if (res.status !== 429 || i >= tries) return res;
+    if (onWait) onWait();
+    await new Promise((r) => setTimeout(r, Math.min(10, Math.max(0.5, res.retryAfter)) * 1000));
   }
 }
 

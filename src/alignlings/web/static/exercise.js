@@ -128,7 +128,8 @@
     busy = true;
     checkBtn.disabled = true;
     checkBtn.textContent = T.checking;
-    const res = await api("POST", `/api/exercises/${CLIENT.exercise}/check`, { fills: inputs.map((x) => x.value) });
+    const res = await apiQueued("POST", `/api/exercises/${CLIENT.exercise}/check`, { fills: inputs.map((x) => x.value) },
+      () => { checkBtn.textContent = T.busy_retrying; });
     busy = false;
     checkBtn.disabled = false;
     checkBtn.textContent = T.check;
