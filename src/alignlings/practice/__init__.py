@@ -1,0 +1,1 @@
+"""The practice system: exercise packs, the learner-code sandbox, grading and progress."""

@@ -1,0 +1,194 @@
+"""Job functions for tests/test_sandbox.py: well-behaved ones and hostile ones.
+
+Each is a sandbox target, "sandbox_targets:<name>", called as f(payload). Hostile ones do what a
+careless or malicious submission would; the tests check the sandbox stops them with the right
+plain reason and leaves nothing behind. Nothing here imports torch at module level, so the cold
+path only pays for torch in the jobs that use it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import signal
+import socket
+import sys
+import time
+
+
+# -- well-behaved --------------------------------------------------------------------------------
+def echo(payload: dict) -> dict:
+    print("hello from the job")
+    print("to stderr", file=sys.stderr)
+    files = {}
+    for dirpath, _, names in os.walk("."):
+        for name in names:
+            path = os.path.join(dirpath, name)[2:]
+            with open(path) as f:
+                files[path] = f.read()
+    return {"payload": payload, "cwd": os.getcwd(), "home": os.environ.get("HOME"), "files": files}
+
+
+def environment(payload: dict) -> dict:
+    with open("/proc/self/environ", "rb") as f:
+        initial = f.read().decode("utf-8", "replace")
+    pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    return {"env": dict(os.environ), "initial_environ": initial, "pids": pids, "uid": os.getuid()}
+
+
+def torch_matmul(payload: dict) -> float:
+    """A parallel op: in a child forked from a process that used OpenMP, this hangs unless the
+    child first calls torch.set_num_threads(1)."""
+    import torch
+
+    a = torch.ones(256, 256)
+    return float((a @ a).sum())
+
+
+def use_openmp() -> None:
+    """Preloaded into the warm server: run a parallel op with several threads, like a server that
+    warmed up torch, so forked jobs inherit an initialised OpenMP pool."""
+    import torch
+
+    torch.set_num_threads(2)
+    a = torch.ones(512, 512)
+    (a @ a).sum().item()
+
+
+def write_in_workdir(payload: dict) -> str:
+    with open("out.txt", "w") as f:
+        f.write("fine")
+    with open(os.path.join(os.environ["TMPDIR"], "tmp.txt"), "w") as f:
+        f.write("fine")
+    with open("out.txt") as f:
+        return f.read()
+
+
+# -- hostile -------------------------------------------------------------------------------------
+def spin(payload: dict) -> None:
+    while True:
+        pass
+
+
+def allocate(payload: dict) -> int:
+    chunks = []
+    while True:
+        chunks.append(bytearray(16 * 2**20))
+
+
+def allocate_torch(payload: dict) -> float:
+    import torch
+
+    return float(torch.ones(2**40, dtype=torch.uint8).sum())
+
+
+def allocate_shared(payload: dict) -> None:
+    """Shared anonymous memory: RLIMIT_DATA does not count it, the resident-memory poll does."""
+    size = payload["bytes"]
+    region = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+    while True:
+        for offset in range(0, size, 4096):
+            region[offset] = 1
+        time.sleep(0.05)
+
+
+def flood(payload: dict) -> None:
+    while True:
+        print("x" * 1000)
+
+
+def fork_bomb(payload: dict) -> None:
+    while True:
+        os.fork()
+
+
+def run_subprocess(payload: dict) -> int:
+    import subprocess
+
+    return subprocess.run(["/bin/sh", "-c", "echo hi"], check=False).returncode
+
+
+def raw_fork(payload: dict) -> int:
+    """fork(2) through libc, past any Python-level guard."""
+    return ctypes.CDLL(None).fork()
+
+
+def spawn_sleepers(payload: dict) -> list[int]:
+    """With Limits(processes > 1): children that would outlive the job if nothing killed them."""
+    pids = []
+    for _ in range(payload.get("n", 3)):
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()  # try to leave the job's process group too
+            time.sleep(120)
+            os._exit(0)
+        pids.append(pid)
+    return pids
+
+
+def write_outside(payload: dict) -> dict[str, str]:
+    outcome = {}
+    for path in payload["paths"]:
+        try:
+            with open(path, "w") as f:
+                f.write("escaped")
+            outcome[path] = "written"
+        except OSError as exc:
+            outcome[path] = f"{type(exc).__name__}: {exc}"
+    return outcome
+
+
+def connect(payload: dict) -> dict[str, str]:
+    outcome = {}
+    for host, port in payload["addresses"]:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                outcome[f"{host}:{port}"] = "connected"
+        except OSError as exc:
+            outcome[f"{host}:{port}"] = f"{type(exc).__name__}: {exc}"
+    return outcome
+
+
+def kill_parent(payload: dict) -> str:
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(0.2)
+    return "survived"
+
+
+def exit_early(payload: dict) -> None:
+    sys.exit(0)
+
+
+def hard_exit(payload: dict) -> None:
+    os._exit(0)
+
+
+def boom(payload: dict) -> None:
+    raise ValueError("boom from the job")
+
+
+def segfault(payload: dict) -> None:
+    ctypes.string_at(0)
+
+
+def not_json(payload: dict) -> object:
+    return object()
+
+
+def corrupt_result(payload: dict) -> None:
+    """Write junk into every pipe but stdio (one of them carries the result), then leave."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    os.write(fd, b"{not json")
+            except OSError:
+                pass
+    os._exit(0)
+
+
+def sleep_then_return(payload: dict) -> str:
+    time.sleep(payload["seconds"])
+    return "done"
