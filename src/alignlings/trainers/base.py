@@ -1,0 +1,232 @@
+"""The training loop the three trainers share: setup, the step loop, accumulation, clipping, logging.
+
+A trainer subclasses ``BaseTrainer`` and writes one method, ``training_step(rows) -> metrics``, in
+which it scores its micro-batches, calls an alignlings loss and calls ``self.backward`` on each;
+``self.optimizer_step()`` then clips and steps. Everything else lives here or in the small modules
+next to it:
+
+    setup        seeds, device, process group (distributed.py), optimiser and schedule
+    data         ``DataStream``: a seeded, resumable order over the rows; each process its slice
+    loop         ``train()``: steps, metrics (metrics.py), checkpoints (checkpoint.py), final save
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from alignlings.trainers import checkpoint as ckpt
+from alignlings.trainers.configs import TrainerConfig
+from alignlings.trainers.distributed import (
+    DistInfo, barrier, mean_over_processes, setup_distributed, unwrap, wrap_model,
+)
+from alignlings.trainers.metrics import MetricsLog, Progress, plot_metrics
+from alignlings.trainers.modeling import disable_dropout
+
+
+class DataStream:
+    """Row indices in a seeded order, one global batch at a time, resumable from (epoch, position).
+
+    Epoch e visits the rows in ``randperm(n, seed + e)``; a global batch that would run past the end
+    starts the next epoch instead (drop-last). Process r takes rows [r*k, (r+1)*k) of each global
+    batch of ``k * world_size`` rows, so N processes see the same global batch as one process would.
+    """
+
+    def __init__(self, num_rows: int, rows_per_process: int, info: DistInfo, seed: int) -> None:
+        global_batch = rows_per_process * info.world_size
+        if num_rows < global_batch:
+            raise ValueError(
+                f"train_dataset: {num_rows} rows cannot fill one global batch of {global_batch} rows "
+                f"({rows_per_process} per process x {info.world_size} processes)"
+            )
+        self.num_rows, self.k, self.info, self.seed = num_rows, rows_per_process, info, seed
+        self.epoch, self.position = 0, 0
+        self._order = self._permutation()
+
+    def _permutation(self) -> list[int]:
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        return torch.randperm(self.num_rows, generator=g).tolist()
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.num_rows // (self.k * self.info.world_size)
+
+    def next(self) -> list[int]:
+        """This process's row indices of the next global batch."""
+        size = self.k * self.info.world_size
+        if self.position + size > self.num_rows:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._permutation()
+        batch = self._order[self.position: self.position + size]
+        self.position += size
+        r = self.info.rank
+        return batch[r * self.k: (r + 1) * self.k]
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = state["epoch"], state["position"]
+        self._order = self._permutation()
+
+
+def _lr_lambda(kind: str, warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        if kind == "constant":
+            return 1.0
+        progress = (step - warmup) / max(1, total - warmup)
+        if kind == "linear":
+            return max(0.0, 1.0 - progress)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))  # cosine
+
+    return factor
+
+
+class BaseTrainer:
+    """Shared machinery; see the module docstring. Subclasses set ``name`` and ``progress_keys``."""
+
+    name = "train"
+    progress_keys: tuple[str, ...] = ("loss",)
+    #: DDP option, for models with trainable parameters a step may not reach (see distributed.py)
+    find_unused_parameters = False
+
+    def __init__(self, model: torch.nn.Module, args: TrainerConfig, train_dataset, processing_class=None) -> None:
+        # -- setup ---------------------------------------------------------------------------
+        self.args = args
+        self.dist = setup_distributed(args.use_cpu)
+        self.device = self.dist.device
+        ckpt.set_seed(args.seed)  # the same seed on every process: identical models and draws
+        self.tokenizer = processing_class
+        model = model.to(self.device)
+        if args.disable_dropout:
+            disable_dropout(model)
+        model.train()
+        self.model = wrap_model(model, self.dist, find_unused_parameters=self.find_unused_parameters)
+        self.train_dataset = train_dataset
+        self.step = 0
+        self.extra_state: dict[str, Any] = {}  # small per-trainer state saved in checkpoints
+
+    @property
+    def unwrapped_model(self) -> torch.nn.Module:
+        return unwrap(self.model)
+
+    def _setup_optimizer(self, rows_per_step: int, num_rows: int) -> None:
+        """AdamW over trainable parameters, the learning-rate schedule and the data order."""
+        args = self.args
+        self.data = DataStream(num_rows, rows_per_step, self.dist, args.seed)
+        if args.max_steps == -1:
+            self.max_steps = max(1, int(args.num_train_epochs * self.data.batches_per_epoch))
+        else:
+            self.max_steps = args.max_steps
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+            eps=args.adam_epsilon, weight_decay=args.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _lr_lambda(args.lr_scheduler_type, args.warmup_steps, self.max_steps)
+        )
+
+    # -- the pieces a training_step uses ---------------------------------------------------------
+
+    def micro_batches(self, rows: list[int]) -> list[list[int]]:
+        """Split this process's rows of a step into ``gradient_accumulation_steps`` micro-batches."""
+        n = self.args.per_device_train_batch_size
+        return [rows[i: i + n] for i in range(0, len(rows), n)]
+
+    def backward(self, loss: torch.Tensor, micro_index: int, num_micro: int) -> None:
+        """Backward one micro-batch's loss; DDP averages gradients only after the last one."""
+        last = micro_index == num_micro - 1
+        sync = contextlib.nullcontext() if last or self.dist.world_size == 1 else self.model.no_sync()
+        with sync:
+            loss.backward()
+
+    def optimizer_step(self) -> dict[str, float]:
+        """Clip, step, schedule, zero; returns ``grad_norm`` (before clipping) and ``learning_rate``."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        max_norm = self.args.max_grad_norm if self.args.max_grad_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": float(grad_norm), "learning_rate": lr}
+
+    def training_step(self, rows: list[int]) -> dict[str, float]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def next_rows(self) -> list[int]:
+        return self.data.next()
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def train(self, resume_from_checkpoint: str | None = None) -> list[dict[str, float]]:
+        """Run until ``max_steps``; returns the logged metric rows (also in ``metrics.jsonl``)."""
+        args = self.args
+        out = Path(args.output_dir)
+        resume = resume_from_checkpoint or args.resume_from_checkpoint
+        if resume:
+            self.load(ckpt.resolve_checkpoint(resume, out))
+        self.log = MetricsLog(out / "metrics.jsonl", args.logging_steps, enabled=self.dist.is_main)
+        if self.dist.is_main:
+            self.log.truncate(after_step=self.step)  # a fresh run starts a fresh log; a resumed one cuts it
+        progress = Progress(self.max_steps, self.name, enabled=self.dist.is_main and not args.disable_tqdm,
+                            start=self.step, show=self.progress_keys)
+        with progress:
+            while self.step < self.max_steps:
+                start = time.perf_counter()
+                metrics = self.training_step(self.next_rows())
+                self.step += 1
+                metrics = mean_over_processes(metrics, self.device)
+                metrics["step_time"] = time.perf_counter() - start
+                self.log.add(self.step, metrics, force=self.step == self.max_steps)
+                progress.update(metrics)
+                if args.save_steps and self.step % args.save_steps == 0:
+                    self.save(ckpt.checkpoint_dir(out, self.step))
+        self._finish(out)
+        return self.log.history
+
+    def _finish(self, out: Path) -> None:
+        if not self.dist.is_main:
+            return
+        model = self.unwrapped_model
+        if self.args.save_final_model:
+            if hasattr(model, "save_pretrained"):
+                model.save_pretrained(out)
+            else:  # e.g. a RewardModel: a plain state_dict
+                torch.save(model.state_dict(), out / "model.pt")
+            if self.tokenizer is not None and hasattr(self.tokenizer, "save_pretrained"):
+                self.tokenizer.save_pretrained(out)
+        if self.args.plot and self.log.history:
+            plot_metrics(self.log.history, out / "metrics.png", title=f"{self.name} ({out.name})")
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return {"step": self.step, "data": self.data.state_dict(), "trainer": type(self).__name__}
+
+    def save(self, path: Path) -> None:
+        """A resumable checkpoint (see checkpoint.py); every process writes its RNG state."""
+        ckpt.save_checkpoint(
+            path, model=self.unwrapped_model, optimizer=self.optimizer, scheduler=self.scheduler,
+            state=self.state(), extra=self.extra_state or None, rank=self.dist.rank, is_main=self.dist.is_main,
+        )
+        barrier()
+        if self.dist.is_main:
+            ckpt.prune_checkpoints(self.args.output_dir, self.args.save_total_limit)
+
+    def load(self, path: Path) -> None:
+        state, extra = ckpt.load_checkpoint(
+            path, model=self.unwrapped_model, optimizer=self.optimizer, scheduler=self.scheduler,
+            rank=self.dist.rank, device=self.device,
+        )
+        self.step = state["step"]
+        self.data.load_state_dict(state["data"])
+        self.extra_state = extra or {}

@@ -1,0 +1,158 @@
+"""Datasets, tokenization and collation in TRL's standard formats.
+
+Rows are TRL's: preference rows ``{"prompt", "chosen", "rejected"}`` (DPO, reward model; an
+optional ``margin`` column for the reward model) and prompt-only rows ``{"prompt", ...}`` (GRPO;
+the other columns reach the reward functions as keyword arguments). Text is either plain strings
+("standard") or lists of ``{"role", "content"}`` messages ("conversational"), which go through the
+tokenizer's chat template.
+
+Masks: the prompt never counts. A row is tokenized as prompt and prompt + completion; the completion
+starts where the two token lists diverge (a tokenizer may merge across the boundary, so we cannot
+just tokenize the completion alone; TRL does the same) and ends with EOS. Training batches are
+right-padded with a ``completion_mask`` aligned with ``input_ids``; prompts for generation are
+left-padded so every row's next token is at the last position.
+
+Shapes: B rows, T tokens (prompt + completion), P prompt tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def load_rows(spec: Any):
+    """A ``datasets.Dataset`` from a Dataset, a list of dicts, or a path.
+
+    Paths: ``.jsonl``/``.json``, ``.csv``, ``.parquet`` files, or a folder written by
+    ``Dataset.save_to_disk``. (Hub names are left out on purpose: training here runs offline.)
+    """
+    import datasets
+
+    if isinstance(spec, (datasets.Dataset, datasets.IterableDataset)):
+        return spec
+    if isinstance(spec, list):
+        return datasets.Dataset.from_list(spec)
+    path = Path(spec)
+    if path.is_dir():
+        loaded = datasets.load_from_disk(str(path))
+        return loaded["train"] if isinstance(loaded, datasets.DatasetDict) else loaded
+    kinds = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+    if path.suffix not in kinds:
+        raise ValueError(f"dataset: expected a .jsonl/.json/.csv/.parquet file or a saved dataset folder, got {spec!r}")
+    return datasets.load_dataset(kinds[path.suffix], data_files=str(path), split="train")
+
+
+def check_columns(dataset, required: Sequence[str], trainer: str) -> None:
+    missing = [c for c in required if c not in dataset.column_names]
+    if missing:
+        raise ValueError(
+            f"train_dataset: {trainer} expects columns {list(required)}, missing {missing}; "
+            f"got {dataset.column_names}"
+        )
+
+
+def pad_token_id(tokenizer) -> int:
+    """The pad id, falling back to EOS (GPT-2 has no pad token); masks make the choice harmless."""
+    pid = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pid is None:
+        raise ValueError("processing_class: the tokenizer has neither pad_token_id nor eos_token_id")
+    return pid
+
+
+def _is_conversational(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "role" in value[0]
+
+
+def prompt_text(tokenizer, prompt: Any) -> str:
+    """The prompt as text: itself, or rendered with the chat template and the generation prompt."""
+    if _is_conversational(prompt):
+        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return prompt
+
+
+def tokenize_prompt(tokenizer, prompt: Any) -> list[int]:
+    if _is_conversational(prompt):
+        return tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+    return tokenizer(prompt)["input_ids"]
+
+
+def tokenize_pair(tokenizer, prompt: Any, completion: Any) -> tuple[list[int], list[int]]:
+    """(prompt ids, completion ids ending in EOS) for one prompt/completion pair."""
+    prompt_ids = tokenize_prompt(tokenizer, prompt)
+    if _is_conversational(prompt):
+        full_text = tokenizer.apply_chat_template(prompt + completion, tokenize=False)
+        full_ids = tokenizer(full_text, add_special_tokens=False)["input_ids"]
+    else:
+        full_ids = tokenizer(prompt + completion)["input_ids"]
+    start = 0
+    for a, b in zip(prompt_ids, full_ids):  # common prefix
+        if a != b:
+            break
+        start += 1
+    completion_ids = list(full_ids[start:])
+    eos = tokenizer.eos_token_id
+    if eos is not None and (not completion_ids or completion_ids[-1] != eos):
+        completion_ids.append(eos)
+    return list(full_ids[:start]), completion_ids
+
+
+def truncate(prompt_ids: list[int], completion_ids: list[int], max_length: int | None,
+             mode: str = "keep_start") -> tuple[list[int], list[int]]:
+    """Cut prompt + completion to ``max_length`` tokens: drop the end ("keep_start") or the start ("keep_end")."""
+    if max_length is None or len(prompt_ids) + len(completion_ids) <= max_length:
+        return prompt_ids, completion_ids
+    if mode == "keep_start":
+        prompt_ids = prompt_ids[:max_length]
+        return prompt_ids, completion_ids[: max_length - len(prompt_ids)]
+    completion_ids = completion_ids[-max_length:]
+    keep_prompt = max_length - len(completion_ids)
+    return (prompt_ids[-keep_prompt:] if keep_prompt else []), completion_ids
+
+
+def pad(seqs: Sequence[Sequence[int]], value: int, side: str = "right") -> torch.Tensor:
+    """[B, T_max] long tensor of the sequences padded with ``value`` on ``side``."""
+    T = max((len(s) for s in seqs), default=0)
+    out = torch.full((len(seqs), T), value, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if len(s):
+            if side == "right":
+                out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+            else:
+                out[i, T - len(s):] = torch.as_tensor(s, dtype=torch.long)
+    return out
+
+
+def collate_completions(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                        pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded prompt + completion rows: ``input_ids``, ``attention_mask`` and
+    ``completion_mask`` (1 on completion tokens only), each [B, T]."""
+    seqs = [list(p) + list(c) for p, c in zip(prompts, completions)]
+    flags = [[0] * len(p) + [1] * len(c) for p, c in zip(prompts, completions)]
+    return {
+        "input_ids": pad(seqs, pad_id, "right"),
+        "attention_mask": pad([[1] * len(s) for s in seqs], 0, "right"),
+        "completion_mask": pad(flags, 0, "right"),
+    }
+
+
+def left_pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompt ids and attention mask [B, P] for ``generate``."""
+    return pad(prompts, pad_id, "left"), pad([[1] * len(p) for p in prompts], 0, "left")
+
+
+def completion_mask_until_eos(completion_ids: torch.Tensor, eos_id: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask [B, C] over generated tokens up to and including the first EOS, and a [B] bool
+    "truncated" flag for rows that never produced EOS. Tokens after EOS are padding."""
+    B, C = completion_ids.shape
+    if eos_id is None:
+        return torch.ones(B, C, dtype=torch.long, device=completion_ids.device), torch.ones(B, dtype=torch.bool)
+    is_eos = completion_ids == eos_id  # [B, C]
+    has_eos = is_eos.any(dim=1)
+    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full((B,), C, device=completion_ids.device))
+    positions = torch.arange(C, device=completion_ids.device).expand(B, C)
+    mask = (positions <= first_eos.unsqueeze(1)).long()
+    return mask, ~has_eos

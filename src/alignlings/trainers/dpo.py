@@ -1,0 +1,156 @@
+"""DPOTrainer: Direct Preference Optimization on any transformers causal LM.
+
+Rafailov et al., "Direct Preference Optimization: Your Language Model is Secretly a Reward Model"
+(2023). Each step, for a batch of ``prompt/chosen/rejected`` rows:
+
+    score      one forward pass over [prompt+chosen rows; prompt+rejected rows], summed completion
+               log-probs for each (the prompt never counts), split back into chosen and rejected;
+    reference  the same sums under the frozen reference, without gradient (per batch, or once for
+               the whole dataset with ``precompute_ref_log_probs``);
+    loss       ``alignlings.losses.dpo.dpo_loss`` (any ``loss_type`` of ``DPO_LOSSES``);
+    step       gradient accumulation, clipping and AdamW in ``BaseTrainer``;
+    log        ``dpo_metrics`` (TRL's keys ``rewards/chosen``, ``rewards/rejected``,
+               ``rewards/margins``, ``rewards/accuracies``, ``logps/chosen``, ``logps/rejected``)
+               plus ``logits/chosen``, ``logits/rejected``, ``loss``, ``grad_norm``, ``learning_rate``.
+
+Shapes: b pairs per micro-batch, 2b rows per forward pass, T tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from alignlings.losses.dpo import dpo_loss, dpo_metrics
+from alignlings.trainers.base import BaseTrainer
+from alignlings.trainers.configs import DPOConfig
+from alignlings.trainers.data import (
+    check_columns, collate_completions, load_rows, pad_token_id, tokenize_pair, truncate,
+)
+from alignlings.trainers.modeling import completion_logprobs, disable_dropout
+
+
+def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+
+
+class DPOTrainer(BaseTrainer):
+    """Train ``model`` on preference pairs with a DPO-family loss.
+
+    Args:
+        model: a transformers causal LM (the policy).
+        ref_model: the frozen reference; default None = a copy of ``model`` as it is now.
+        args: a ``DPOConfig``.
+        train_dataset: rows with ``prompt``, ``chosen``, ``rejected`` (a ``datasets.Dataset``, a list
+            of dicts, or a file path; see ``data.load_rows``).
+        processing_class: the tokenizer.
+    """
+
+    name = "dpo"
+    progress_keys = ("loss", "rewards/accuracies", "rewards/margins")
+
+    def __init__(self, model, ref_model=None, args: DPOConfig | None = None, train_dataset=None,
+                 processing_class=None) -> None:
+        args = args or DPOConfig()
+        dataset = load_rows(train_dataset)
+        check_columns(dataset, ("prompt", "chosen", "rejected"), "DPOTrainer")
+        super().__init__(model, args, dataset, processing_class)
+        self.pad_id = pad_token_id(processing_class)
+        self.rows = [self._tokenize(row) for row in dataset]
+
+        # The reference: frozen, in eval mode, on this process's device (not DDP-wrapped).
+        ref = ref_model if ref_model is not None else copy.deepcopy(self.unwrapped_model)
+        ref = ref.to(self.device).eval().requires_grad_(False)
+        if args.disable_dropout:
+            disable_dropout(ref)
+        self.ref_model, self.ref_logps = ref, None
+        if args.precompute_ref_log_probs:
+            self.ref_logps = self._precompute_reference()  # [N, 2]
+            self.ref_model = None
+
+        self._setup_optimizer(args.per_device_train_batch_size * args.gradient_accumulation_steps, len(self.rows))
+
+    # -- setup -------------------------------------------------------------------------------------
+
+    def _tokenize(self, row: dict) -> dict[str, list[int]]:
+        """Prompt ids and the two completions' ids (each ending in EOS), cut to ``max_length``."""
+        tok, mode, max_len = self.tokenizer, self.args.truncation_mode, self.args.max_length
+        prompt, chosen = tokenize_pair(tok, row["prompt"], row["chosen"])
+        _, rejected = tokenize_pair(tok, row["prompt"], row["rejected"])
+        p_c, chosen = truncate(prompt, chosen, max_len, mode)
+        p_r, rejected = truncate(prompt, rejected, max_len, mode)
+        return {"prompt_chosen": p_c, "chosen": chosen, "prompt_rejected": p_r, "rejected": rejected}
+
+    def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        """[2b, T] right-padded rows: the b prompt+chosen rows, then the b prompt+rejected rows."""
+        rows = [self.rows[i] for i in indices]
+        prompts = [r["prompt_chosen"] for r in rows] + [r["prompt_rejected"] for r in rows]
+        completions = [r["chosen"] for r in rows] + [r["rejected"] for r in rows]
+        batch = collate_completions(prompts, completions, self.pad_id)
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    # -- score ---------------------------------------------------------------------------------------
+
+    def sequence_logps(self, model, batch: dict[str, torch.Tensor]):
+        """Summed completion log-probs [2b], completion lengths [2b] and the logits [2b, T, V]."""
+        logps, logits = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+        return logps.sum, logps.mask.sum(-1), logits
+
+    @torch.no_grad()
+    def reference_logps(self, batch: dict[str, torch.Tensor], indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reference sums for chosen and rejected, each [b]."""
+        if self.ref_logps is not None:
+            ref = self.ref_logps[indices].to(self.device)
+            return ref[:, 0], ref[:, 1]
+        ref_sum, _, _ = self.sequence_logps(self.ref_model, batch)
+        return ref_sum.chunk(2)
+
+    @torch.no_grad()
+    def _precompute_reference(self) -> torch.Tensor:
+        out = []
+        n = self.args.per_device_train_batch_size
+        for i in range(0, len(self.rows), n):
+            indices = list(range(i, min(i + n, len(self.rows))))
+            chosen, rejected = self.reference_logps(self.collate(indices), indices)
+            out.append(torch.stack([chosen, rejected], dim=1).cpu())
+        return torch.cat(out)  # [N, 2]
+
+    # -- loss, step, log -----------------------------------------------------------------------------
+
+    def training_step(self, rows: list[int]) -> dict[str, float]:
+        args = self.args
+        micro = self.micro_batches(rows)
+        logged = []
+        for i, indices in enumerate(micro):
+            batch = self.collate(indices)
+            policy_sum, lengths, logits = self.sequence_logps(self.model, batch)
+            chosen, rejected = policy_sum.chunk(2)  # [b] each
+            chosen_len, rejected_len = lengths.chunk(2)
+            ref_chosen, ref_rejected = self.reference_logps(batch, indices)
+
+            loss = dpo_loss(
+                chosen, rejected, ref_chosen, ref_rejected, beta=args.beta, loss_type=args.loss_type,
+                label_smoothing=args.label_smoothing, chosen_lengths=chosen_len, rejected_lengths=rejected_len,
+            )
+            self.backward(loss / len(micro), i, len(micro))
+
+            logged.append({
+                "loss": loss.item(),
+                **dpo_metrics(chosen, rejected, ref_chosen, ref_rejected, beta=args.beta),
+                **_mean_logits(logits, batch["completion_mask"]),
+            })
+        return {**_mean(logged), **self.optimizer_step()}
+
+
+@torch.no_grad()
+def _mean_logits(logits: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, float]:
+    """TRL's ``logits/chosen`` and ``logits/rejected``: the mean logit over completion positions."""
+    per_position = logits[:, :-1].float().mean(-1)  # [2b, T-1], position t predicts token t+1
+    mask = completion_mask[:, 1:].float()
+    sums, counts = (per_position * mask).sum(-1), mask.sum(-1)
+    (cs, rs), (cc, rc) = sums.chunk(2), counts.chunk(2)
+    return {
+        "logits/chosen": (cs.sum() / cc.sum().clamp(min=1)).item(),
+        "logits/rejected": (rs.sum() / rc.sum().clamp(min=1)).item(),
+    }

@@ -1,0 +1,157 @@
+"""A verifiable task small enough for a laptop CPU: two-digit addition with a tiny GPT-2.
+
+Everything is built in code, nothing is downloaded:
+
+* a character-level tokenizer (a ``PreTrainedTokenizerFast`` over ``0-9 + =`` plus <pad> and
+  <eos>), so the trainers see an ordinary transformers tokenizer;
+* a 2-layer, 64-wide GPT-2 (about 0.1 M parameters) without dropout;
+* prompts ``"a+b="`` for a, b in 0..99 with the completion ``str(a + b)``; 500 pairs are held out
+  and never trained on; ``exact_match_reward`` is the checker (1.0 for exactly the right digits);
+* ``warm_up``: a short supervised phase (cross-entropy on the answer tokens only) that stops while
+  the model is still clearly imperfect, so the alignment trainers have something to fix.
+
+Accuracy is greedy decoding, exact match, on the held-out prompts.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from alignlings.logprobs import sequence_logprobs
+from alignlings.trainers.data import collate_completions, left_pad_prompts, tokenize_pair, tokenize_prompt
+from alignlings.trainers.modeling import lm_logits
+
+CHARS = "0123456789+="
+PAD, EOS = "<pad>", "<eos>"
+#: held-out prompts, never seen in warm-up, reward-model, DPO or GRPO training
+NUM_HELDOUT = 500
+
+
+def make_tokenizer():
+    """A character-level ``PreTrainedTokenizerFast``: ids 0 <pad>, 1 <eos>, then one per character."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate([PAD, EOS, *CHARS])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=PAD))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, eos_token=EOS)
+
+
+def make_model(tokenizer, *, n_layer: int = 2, n_embd: int = 64, n_head: int = 4, seed: int = 0):
+    """A randomly initialised tiny GPT-2 for ``tokenizer`` (dropout 0, 16 positions)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=16, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return GPT2LMHeadModel(config)
+
+
+def addition_rows(seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """(train, held-out) rows ``{"prompt": "a+b=", "answer": "a+b"}`` over all 10,000 pairs."""
+    pairs = [(a, b) for a in range(100) for b in range(100)]
+    random.Random(seed).shuffle(pairs)
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in pairs]
+    return rows[NUM_HELDOUT:], rows[:NUM_HELDOUT]
+
+
+def exact_match_reward(prompts, completions, answer, **kwargs) -> list[float]:
+    """1.0 when the completion is exactly the sum's digits, else 0.0 (a TRL-style reward function)."""
+    return [1.0 if c.strip() == a else 0.0 for c, a in zip(completions, answer)]
+
+
+@torch.no_grad()
+def generate_answers(model, tokenizer, prompts: list[str], *, do_sample: bool = False, temperature: float = 1.0,
+                     num_return_sequences: int = 1, batch_size: int = 512, max_new_tokens: int = 4) -> list[str]:
+    """Decoded completions (greedy by default), ``num_return_sequences`` per prompt, adjacent."""
+    was_training = model.training
+    model.eval()
+    out: list[str] = []
+    device = next(model.parameters()).device
+    for i in range(0, len(prompts), batch_size):
+        ids = [tokenize_prompt(tokenizer, p) for p in prompts[i:i + batch_size] for _ in range(num_return_sequences)]
+        prompt_ids, prompt_mask = left_pad_prompts(ids, tokenizer.pad_token_id)
+        generated = model.generate(
+            input_ids=prompt_ids.to(device), attention_mask=prompt_mask.to(device), do_sample=do_sample,
+            temperature=temperature if do_sample else None, top_k=None, top_p=None, max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        )
+        out += tokenizer.batch_decode(generated[:, prompt_ids.shape[1]:], skip_special_tokens=True)
+    model.train(was_training)
+    return out
+
+
+def accuracy(model, tokenizer, rows: list[dict]) -> float:
+    """Greedy exact-match accuracy on ``rows``."""
+    answers = generate_answers(model, tokenizer, [r["prompt"] for r in rows])
+    return sum(exact_match_reward(None, answers, [r["answer"] for r in rows])) / len(rows)
+
+
+@dataclass
+class WarmUp:
+    """Supervised warm-up: AdamW on the answer tokens' cross-entropy, a fixed number of steps."""
+
+    steps: int = 250
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    seed: int = 0
+
+
+def warm_up(model, tokenizer, rows: list[dict], cfg: WarmUp = WarmUp()) -> list[float]:
+    """Train ``model`` in place on prompt -> answer; returns the loss per step."""
+    rng = random.Random(cfg.seed)
+    pairs = [tokenize_pair(tokenizer, r["prompt"], r["answer"]) for r in rows]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    model.train()
+    losses = []
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.seed)
+        for _ in range(cfg.steps):
+            chosen = rng.sample(pairs, cfg.batch_size)
+            batch = collate_completions([p for p, _ in chosen], [c for _, c in chosen], tokenizer.pad_token_id)
+            logits = lm_logits(model, batch["input_ids"], batch["attention_mask"])
+            logps = sequence_logprobs(logits, batch["input_ids"], mask=batch["completion_mask"], shift=True)
+            loss = -logps.per_token.sum() / logps.mask.sum()  # mean NLL of the answer tokens
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+    return losses
+
+
+def warm_model(seed: int = 0, cfg: WarmUp | None = None, **model_kwargs):
+    """(tokenizer, warmed-up model, train rows, held-out rows) for the addition task."""
+    tokenizer = make_tokenizer()
+    model = make_model(tokenizer, seed=seed, **model_kwargs)
+    train, heldout = addition_rows(seed)
+    warm_up(model, tokenizer, train, cfg or WarmUp(seed=seed))
+    return tokenizer, model, train, heldout
+
+
+def preference_pairs(model, tokenizer, rows: list[dict], *, num_samples: int = 8, temperature: float = 1.0,
+                     seed: int = 0) -> list[dict]:
+    """DPO / reward-model pairs sampled from ``model``: a correct sample as ``chosen``, an incorrect one
+    as ``rejected``; prompts whose samples are all right or all wrong give no pair."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        samples = generate_answers(model, tokenizer, [r["prompt"] for r in rows], do_sample=True,
+                                   temperature=temperature, num_return_sequences=num_samples)
+    rng = random.Random(seed)
+    pairs = []
+    for i, row in enumerate(rows):
+        group = samples[i * num_samples:(i + 1) * num_samples]
+        right = [s for s in group if s.strip() == row["answer"]]
+        wrong = sorted({s for s in group if s.strip() != row["answer"]})
+        if right and wrong:
+            pairs.append({"prompt": row["prompt"], "chosen": right[0], "rejected": rng.choice(wrong),
+                          "answer": row["answer"]})
+    return pairs

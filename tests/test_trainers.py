@@ -1,0 +1,236 @@
+"""The trainers on a tiny random GPT-2: loss goes down, TRL's metric keys, bit-for-bit resume, configs.
+
+Layer 4 of the house test layers: tiny runs that must reach a stated result. The model is a 2-layer,
+32-wide GPT-2 over the toy character tokenizer; every run takes well under a second per step.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from alignlings.trainers import (  # noqa: E402
+    DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, RewardConfig, RewardTrainer,
+)
+from alignlings.trainers import toy  # noqa: E402
+from alignlings.trainers.configs import load_config, parse_overrides  # noqa: E402
+from alignlings.trainers.data import completion_mask_until_eos, tokenize_pair, truncate  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # A 32-wide model gains nothing from a second thread, and on a busy 2-core machine the
+    # hand-off between threads costs more than the arithmetic.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return toy.make_tokenizer()
+
+
+def tiny(tok, seed=0):
+    return toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=seed)
+
+
+PAIRS = [
+    {"prompt": "1+2=", "chosen": "3", "rejected": "4"},
+    {"prompt": "10+5=", "chosen": "15", "rejected": "16"},
+    {"prompt": "7+7=", "chosen": "14", "rejected": "41"},
+    {"prompt": "9+90=", "chosen": "99", "rejected": "98"},
+    {"prompt": "3+3=", "chosen": "6", "rejected": "7"},
+    {"prompt": "25+25=", "chosen": "50", "rejected": "55"},
+    {"prompt": "0+8=", "chosen": "8", "rejected": "0"},
+    {"prompt": "12+21=", "chosen": "33", "rejected": "32"},
+]
+PROMPTS = [{"prompt": r["prompt"], "answer": r["chosen"]} for r in PAIRS]
+
+DPO_KEYS = {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies",
+            "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected", "grad_norm", "learning_rate"}
+REWARD_KEYS = {"loss", "accuracy", "margin", "min_reward", "mean_reward", "max_reward", "grad_norm", "learning_rate"}
+GRPO_KEYS = {"loss", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "clip_ratio/low_mean",
+             "clip_ratio/high_mean", "clip_ratio/region_mean", "completions/mean_length",
+             "rewards/count_ones/mean", "rewards/count_ones/std", "grad_norm", "learning_rate"}
+
+
+def count_ones(prompts, completions, **kwargs):
+    """Reward: the number of "1" characters, so GRPO has something easy to learn."""
+    return [float(c.count("1")) for c in completions]
+
+
+def common(tmp_path, **kw):
+    base = dict(output_dir=str(tmp_path), logging_steps=1, save_steps=0, disable_tqdm=True,
+                lr_scheduler_type="constant", save_final_model=False)
+    base.update(kw)
+    return base
+
+
+# -- data and config -------------------------------------------------------------------------------
+
+
+def test_tokenize_pair_masks_only_the_completion(tok):
+    prompt, completion = tokenize_pair(tok, "12+34=", "46")
+    assert tok.decode(prompt) == "12+34="
+    assert tok.decode(completion) == "46<eos>"
+    assert truncate(prompt, completion, 5, "keep_start") == (prompt[:5], [])
+    assert truncate(prompt, completion, 4, "keep_end") == (prompt[-1:], completion)
+
+
+def test_completion_mask_stops_after_first_eos():
+    ids = torch.tensor([[5, 1, 7, 1], [5, 6, 7, 8]])
+    mask, truncated = completion_mask_until_eos(ids, eos_id=1)
+    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert truncated.tolist() == [False, True]
+
+
+def test_configs_validate_and_take_overrides():
+    cfg = load_config(GRPOConfig, {"num_generations": 4, "per_device_train_batch_size": 8},
+                      parse_overrides(["beta=0.04", "max_steps=3", "epsilon_high=none", "plot=true"]))
+    assert (cfg.beta, cfg.max_steps, cfg.epsilon_high, cfg.plot) == (0.04, 3, None, True)
+    assert GRPOConfig().loss_type == "dapo" and GRPOConfig().beta == 0.0  # TRL 1.16's defaults
+    with pytest.raises(ValueError, match="multiple of num_generations"):
+        GRPOConfig(per_device_train_batch_size=6, num_generations=4)
+    with pytest.raises(ValueError, match="loss_type"):
+        DPOConfig(loss_type="nope")
+    with pytest.raises(ValueError, match="unknown field"):
+        load_config(DPOConfig, {"betta": 0.1})
+
+
+# -- each trainer reduces its loss and logs TRL's keys -------------------------------------------------
+
+
+def test_dpo_reduces_loss_on_a_fixed_batch(tok, tmp_path):
+    args = DPOConfig(**common(tmp_path, learning_rate=3e-3, per_device_train_batch_size=4,
+                              gradient_accumulation_steps=2, max_steps=12, beta=0.5))
+    trainer = DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+    history = trainer.train()
+    assert DPO_KEYS <= set(history[0])
+    assert history[0]["loss"] == pytest.approx(0.6931, abs=1e-3)  # policy == reference: log 2
+    assert history[-1]["loss"] < 0.35 and history[-1]["rewards/accuracies"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 13))
+
+
+def test_dpo_precomputed_reference_matches_per_batch_reference(tok, tmp_path):
+    results = []
+    for precompute in (False, True):
+        args = DPOConfig(**common(tmp_path / str(precompute), learning_rate=1e-3, per_device_train_batch_size=4,
+                                  max_steps=3, precompute_ref_log_probs=precompute))
+        trainer = DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+        results.append([r["loss"] for r in trainer.train()])
+    assert results[0] == pytest.approx(results[1], abs=1e-6)
+
+
+def test_reward_trainer_learns_the_pairs(tok, tmp_path):
+    args = RewardConfig(**common(tmp_path, learning_rate=3e-3, per_device_train_batch_size=8, max_steps=30))
+    trainer = RewardTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+    history = trainer.train()
+    assert REWARD_KEYS <= set(history[0])
+    assert history[-1]["loss"] < 0.5 * history[0]["loss"]
+    scores = trainer.score([r["prompt"] for r in PAIRS] * 2, [r["chosen"] for r in PAIRS] + [r["rejected"] for r in PAIRS])
+    assert (scores[:8] > scores[8:]).all()
+
+
+def test_grpo_surrogate_falls_over_iterations_on_one_batch(tok, tmp_path):
+    # num_iterations = 4: four optimiser steps on the same generated batch; the clipped surrogate
+    # loss must fall from its ratio-1 value as the policy moves toward the high-advantage samples.
+    args = GRPOConfig(**common(tmp_path, learning_rate=3e-3, per_device_train_batch_size=16, num_generations=4,
+                               max_completion_length=4, max_steps=4, num_iterations=4, beta=0.04))
+    trainer = GRPOTrainer(tiny(tok), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok)
+    history = trainer.train()
+    assert GRPO_KEYS <= set(history[0])
+    losses = [r["loss"] for r in history]
+    assert losses[-1] < losses[0] - 0.05
+    assert history[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference at step 1
+    assert history[-1]["clip_ratio/region_mean"] > 0  # the ratio has left [1 - eps, 1 + eps]
+
+
+def test_grpo_raises_an_easy_reward(tok, tmp_path):
+    args = GRPOConfig(**common(tmp_path, learning_rate=1e-2, per_device_train_batch_size=32, num_generations=8,
+                               max_completion_length=4, max_steps=25, logging_steps=5, temperature=1.0))
+    trainer = GRPOTrainer(tiny(tok), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok)
+    history = trainer.train()
+    assert history[0]["reward"] < 0.8
+    assert history[-1]["reward"] > 2.0  # out of at most 4 characters
+
+
+def test_grpo_reward_functions_get_columns_and_weights(tok, tmp_path):
+    seen = {}
+
+    def spy(prompts, completions, answer, completion_ids, **kwargs):
+        seen.update(n=len(prompts), answer=answer[:4], ids=completion_ids[0])
+        return [None] * len(prompts)  # "not scored": counts as 0
+
+    args = GRPOConfig(**common(tmp_path, learning_rate=1e-3, per_device_train_batch_size=8, num_generations=4,
+                               max_completion_length=3, max_steps=1, reward_weights=[2.0, 1.0]))
+    trainer = GRPOTrainer(tiny(tok), [count_ones, spy], args=args, train_dataset=PROMPTS, processing_class=tok)
+    row = trainer.train()[0]
+    assert seen["n"] == 8 and len(set(seen["answer"])) == 1  # 2 prompts x G = 4, each prompt G times
+    assert row["reward"] == pytest.approx(2.0 * row["rewards/count_ones/mean"])
+    assert torch.isnan(torch.tensor(row["rewards/spy/mean"]))
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+
+
+def _params(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _resume_equals_uninterrupted(make_trainer, tmp_path, steps=4, stop=3):
+    full = make_trainer(tmp_path / "full", save_steps=1, max_steps=steps)
+    full.train()
+    resumed = make_trainer(tmp_path / "full", save_steps=0, max_steps=steps)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{stop}"))
+    a, b = _params(full.unwrapped_model), _params(resumed.unwrapped_model)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert resumed.optimizer.state_dict()["state"].keys() == full.optimizer.state_dict()["state"].keys()
+
+
+def test_dpo_resume_is_bit_for_bit(tok, tmp_path):
+    def make(out, **kw):
+        args = DPOConfig(**common(out, learning_rate=1e-3, per_device_train_batch_size=2, gradient_accumulation_steps=2,
+                                  **kw))
+        return DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+
+    _resume_equals_uninterrupted(make, tmp_path)
+
+
+def test_reward_resume_is_bit_for_bit(tok, tmp_path):
+    def make(out, **kw):
+        args = RewardConfig(**common(out, learning_rate=1e-3, per_device_train_batch_size=4, **kw))
+        return RewardTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+
+    _resume_equals_uninterrupted(make, tmp_path)
+
+
+def test_grpo_resume_is_bit_for_bit_mid_iteration(tok, tmp_path):
+    # stop at step 3 of num_iterations = 2: the generated batch of step 3 must come back from the
+    # checkpoint, and the sampling RNG must continue where it was.
+    def make(out, **kw):
+        args = GRPOConfig(**common(out, learning_rate=1e-3, per_device_train_batch_size=8, num_generations=4,
+                                   max_completion_length=4, num_iterations=2, beta=0.1, **kw))
+        return GRPOTrainer(tiny(tok), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok)
+
+    _resume_equals_uninterrupted(make, tmp_path, steps=5, stop=3)
+
+
+def test_final_model_plot_and_latest_checkpoint(tok, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    args = DPOConfig(output_dir=str(tmp_path), learning_rate=1e-3, per_device_train_batch_size=4, max_steps=2,
+                     logging_steps=1, save_steps=1, save_total_limit=1, plot=True, disable_tqdm=True)
+    DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok).train()
+    assert (tmp_path / "metrics.png").stat().st_size > 1000
+    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-2"]
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert reloaded.config.n_embd == 32
