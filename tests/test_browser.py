@@ -278,6 +278,10 @@ def test_toy_grpo_chart_grows_and_overlays_runs(page):
         return n; }""")
     assert painted > 200  # coloured curve pixels, not just the grey axes
     shot(page, "toy-grpo")
+    page.goto("/toy-grpo?lang=zh")  # the runs come back with the page (kept in the server), in Chinese
+    assert page.get_attribute("#chart-p", "data-points") == "60"
+    assert "种子 0：" in page.inner_text("#legend")
+    shot(page, "toy-grpo-zh")
 
 
 def test_progress_page_shows_solved_and_exports(page):

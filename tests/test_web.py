@@ -165,6 +165,20 @@ def test_check_correct_fills_passes_and_is_recorded(client):
     assert "✓" in client.get("/").text
 
 
+@pytest.mark.parametrize("exercise_id", [
+    pytest.param(i, marks=pytest.mark.slow) if i == "toy-grpo" else i for i in CODE_IDS])  # toy-grpo trains: ~15 s
+def test_every_code_exercise_can_be_completed_from_the_page(client, exercise_id):
+    ex = PACK.get(exercise_id)
+    answers = [b.answer for b in bl.find_blanks(ex.solution_source)]
+    for lang in ("en", "zh"):
+        page = client.get(f"/exercises/{ex.id}?lang={lang}").text
+        assert page.count('<input class="blank"') == len(answers)
+        assert 'class="latex"' not in page  # every formula converted
+    v = client.post(f"/api/exercises/{ex.id}/check", json={"fills": answers}).json()
+    assert v["passed"] is True, v
+    client.get("/?lang=en")
+
+
 def test_check_wrong_fill_names_the_blank_and_its_misconception(client):
     ex = PACK.get("dpo-loss")
     m = next(m for m in ex.misconceptions if m.blank == 1)
