@@ -34,7 +34,8 @@ import httpx
 SERVER = r'''
 import sys, uvicorn
 from alignlings.web.app import create_app
-pack, db, port, concurrent, queue = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+pack, db = sys.argv[1] or None, sys.argv[2]
+port, concurrent, queue = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 app = create_app(pack, db_path=db, max_concurrent_checks=concurrent, max_queue=queue)
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 '''

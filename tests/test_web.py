@@ -12,7 +12,6 @@ import os
 import re
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -530,7 +529,8 @@ def test_check_verdict_is_the_cli_json_verdict(client, tmp_path, monkeypatch):
     path = tmp_path / "dpo_loss.py"
     path.write_text(code, encoding="utf-8")
     monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path))
-    out = CliRunner().invoke(cli, ["check", "dpo-loss", str(path), "--json", *(["--pack", PACK_PATH] if PACK_PATH else [])])
+    pack = ["--pack", PACK_PATH] if PACK_PATH else []
+    out = CliRunner().invoke(cli, ["check", "dpo-loss", str(path), "--json", *pack])
     cli_verdict = json.loads(out.stdout)
     web_verdict = client.post("/api/exercises/dpo-loss/check", json={"code": code}).json()
     assert set(web_verdict) == set(cli_verdict)

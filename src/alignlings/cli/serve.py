@@ -28,8 +28,10 @@ def _url(host: str, port: int, token: str | None) -> str:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to bind; 0.0.0.0 serves a classroom (needs a token).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).", min=0, max=65535)] = 8765,
+    host: Annotated[str, typer.Option(
+        "--host", help="Address to bind; 0.0.0.0 serves a classroom (needs a token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        "--port", help="Port to listen on (0 picks a free one).", min=0, max=65535)] = 8765,
     token: Annotated[str | None, typer.Option("--token", help="Require this token on every request "
                                               "(generated when --host is not loopback and none is given).",
                                               show_default=False)] = None,

@@ -81,8 +81,9 @@ def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | N
     except Exception:  # noqa: BLE001 - no history yet is fine
         stats = None
     masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
-    return {"snippet": ex.id, "seed": seed, "ratio": ratio, "maskable": len(positions), "masked": [p.key for p in masked],
-            "counter": cz.counter_text(len(positions), len(masked), lang), "html": snippet_html(source, masked)}
+    return {"snippet": ex.id, "seed": seed, "ratio": ratio, "maskable": len(positions),
+            "masked": [p.key for p in masked], "counter": cz.counter_text(len(positions), len(masked), lang),
+            "html": snippet_html(source, masked)}
 
 
 @router.get("/api/cloze", tags=["cloze"])

@@ -73,9 +73,11 @@ class TokenMiddleware:
             return await self.app(scope, receive, send)
         given, from_query = self._given(scope)
         if not given:
-            return await _send_error(scope, send, 401, "a token is required: open the URL printed by `alignlings serve` "
-                                     "(it ends in ?token=...)", _page(401, "Token required",
-                                     "Open the URL printed by <code>alignlings serve</code>; it ends in <code>?token=…</code>."))
+            return await _send_error(
+                scope, send, 401,
+                "a token is required: open the URL printed by `alignlings serve` (it ends in ?token=...)",
+                _page(401, "Token required",
+                      "Open the URL printed by <code>alignlings serve</code>; it ends in <code>?token=…</code>."))
         if not secrets.compare_digest(given.encode(), self.token.encode()):
             return await _send_error(scope, send, 403, "wrong token", _page(403, "Wrong token",
                                      "The token in this URL does not match the server's."))

@@ -116,7 +116,8 @@ class RunManager:
                     if run.delay_ms:
                         time.sleep(run.delay_ms / 1000)
 
-                result = toy.run_toy_grpo(toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations), callback=callback)
+                config = toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations)
+                result = toy.run_toy_grpo(config, callback=callback)
                 run.status = "done"
                 self._emit(run, "done", {"seed": run.seed, "p_target_initial": result.p_target_initial,
                                          "p_target_final": result.p_target_final, "iterations": result.iterations,
@@ -159,8 +160,9 @@ def _library():
     (the page's background preparation and a run started right after)."""
     with _import_lock:
         import alignlings.toy_grpo as toy
-        from transformers import GPT2LMHeadModel  # noqa: F401
+        from transformers import GPT2LMHeadModel
 
+        del GPT2LMHeadModel  # imported for its side effect: transformers' lazy module resolved
         return toy
 
 
