@@ -1,0 +1,280 @@
+"""Content of the built-in pack: every exercise proved through the real grader, run in-process.
+
+For each code exercise:
+1. the reference solution passes, and running solution.py as a script prints the spec's figures;
+2. the generated template (en and zh) fails as shipped, every blank reported empty;
+3. every misconception, spliced alone into the reference, is rejected on its own blank with its
+   own feedback, and no other blank is blamed;
+4. correct fills written differently from the reference pass;
+5. texts load in both languages with one ``blanks`` entry per blank, and every TOML file parses.
+The quiz gets the same text checks plus its own shape (3 questions, 4 explained options each).
+
+The grader's sandbox is replaced by ``runner.grade_job`` called in this process (what the sandboxed
+child runs, with the same JSON round trip), so this file stays fast; ``alignlings dev check`` and
+tests/test_sandbox.py cover the real sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import runpy
+import tomllib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from alignlings.practice import blanks as bl  # noqa: E402
+from alignlings.practice import runner  # noqa: E402
+from alignlings.practice.grader import Grader, msg, template_for  # noqa: E402
+from alignlings.practice.pack import LANGS, builtin_pack_path, load_pack  # noqa: E402
+
+PACK_DIR = builtin_pack_path()
+PACK = load_pack()
+CODE = [ex.id for ex in PACK.code_exercises()]
+MISCONCEPTIONS = [(ex.id, m.id) for ex in PACK.code_exercises() for m in ex.misconceptions]
+TRAINS = {"toy-grpo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)
+
+
+def _slow_if_training(eid: str, *values):
+    """A pytest.param marked slow where the test runs toy-grpo's training (a few seconds each)."""
+    return pytest.param(*(values or (eid,)), marks=[pytest.mark.slow] if eid in TRAINS else [])
+
+
+# -- what each solution.py must print (the spec's figures) ------------------------------------------
+def _number(pattern: str, text: str) -> float:
+    found = re.search(pattern, text)
+    assert found, f"{pattern!r} not found in:\n{text}"
+    return float(found.group(1))
+
+
+def _dpo_loss(out: str) -> None:
+    assert _number(r"DPO loss: (-?[\d.]+)", out) == pytest.approx(0.658979, abs=1e-5)
+
+
+def _grpo_advantages(out: str) -> None:
+    assert "continuous: +0.925 -0.501 +1.332 -0.976 +0.212 -1.587 -0.161 +0.755" in out
+    assert "all equal: " + " ".join(["+0.000"] * 8) in out
+    assert "one outlier: -0.396 -0.319 +2.465 -0.472 -0.205 -0.358 -0.434 -0.281" in out
+    assert _number(r"each success ([-+\d.]+)", out) == pytest.approx(6.425, abs=1e-3)
+    assert _number(r"each failure ([-+\d.]+)", out) == pytest.approx(-0.154, abs=1e-3)
+
+
+def _grpo_loss(out: str) -> None:
+    assert _number(r"GRPO loss: (-?[\d.]+)", out) == pytest.approx(1.184475, abs=1e-5)
+    assert _number(r"all three policies agree: (-?[\d.]+)", out) == pytest.approx(0.0, abs=1e-6)
+
+
+def _reward_model(out: str) -> None:
+    assert _number(r"preference loss: (-?[\d.]+)", out) == pytest.approx(0.599120, abs=1e-5)
+    assert "trainable parameters: 65 of 10625" in out
+    assert "rewards (chosen):   [-0.1765, 0.1257, -0.0868, 0.0098]" in out
+
+
+def _toy_grpo(out: str) -> None:
+    start = _number(r'P\("a"\) went from ([\d.]+)', out)
+    end = _number(r'P\("a"\) went from [\d.]+ to ([\d.]+)', out)
+    assert 0.05 < start < 0.15  # near uniform over 10 tokens
+    assert end > 0.70
+
+
+FIGURES = {"dpo-loss": _dpo_loss, "grpo-advantages": _grpo_advantages, "grpo-loss": _grpo_loss,
+           "reward-model": _reward_model, "toy-grpo": _toy_grpo}
+
+# -- correct fills written differently from the reference: (blank index, fill), applied together ---
+ALTERNATIVES = {
+    "dpo-loss": [
+        [(1, "torch.sub(policy_chosen_logp, ref_chosen_logp)"), (3, "beta*(chosen_implicit_r-rejected_implicit_r)"),
+         (4, "F.softplus(-margin).mean()")],
+        [(4, "torch.nn.functional.softplus(-margin).sum() / margin.numel()")],
+    ],
+    "grpo-advantages": [
+        [(1, "(rewards - rewards.mean()) / (torch.std(rewards) + eps)")],
+        [(1, "torch.sub(rewards, rewards.mean()).div(rewards.std() + eps)")],
+        [(1, "(rewards - rewards.mean(dim=-1, keepdim=True)) / (rewards.var().sqrt() + eps)")],
+    ],
+    "grpo-loss": [
+        [(1, "advantage[:, None]"), (2, "(pi_logprob - pi_old_logprob).exp()"),
+         (3, "ratio.clamp(1 - epsilon, 1 + epsilon)"), (4, "torch.minimum(ratio * advantage, ratio_clip * advantage)"),
+         (5, "torch.exp(pi_ref_logprob - pi_logprob) - (pi_ref_logprob - pi_logprob) - 1")],
+        [(1, "advantage.unsqueeze(-1)"), (2, "torch.exp(torch.sub(pi_logprob, pi_old_logprob))"),
+         (3, "torch.clip(ratio, min=1 - epsilon, max=1 + epsilon)"),
+         (5, "approx_kl(log_p=pi_logprob, log_q=pi_ref_logprob)")],
+        [(1, "advantage.view(-1, 1)")],
+    ],
+    "reward-model": [
+        [(2, "param.requires_grad_(False)"), (3, "nn.Linear(hidden_dim, 1, bias=True)"),
+         (5, "hidden_states[:, -1]"), (6, "self.value_head(last_hidden)[:, 0]"),
+         (7, "F.softplus(reward_rejected - reward_chosen).mean()")],
+        [(4, "self.backbone.forward(input_ids)"), (6, "self.value_head(last_hidden).view(-1)"),
+         (7, "F.binary_cross_entropy_with_logits(reward_chosen - reward_rejected, torch.ones_like(reward_chosen))")],
+    ],
+    "toy-grpo": [
+        [(1, "model(input_ids=prompt_id).logits[0, -1, :]"),
+         (2, "torch.distributions.Categorical(logits=logits).sample((G,))"),
+         (3, "torch.log_softmax(logits, -1).gather(0, samples)"),
+         (4, "(rewards - rewards.mean()) / (torch.std(rewards) + 1e-8)"), (5, "(logp - old_lp).exp()"),
+         (6, "torch.minimum(unclipped, clipped)"), (7, "torch.expm1(log_r) - log_r"),
+         (8, "[o.data.copy_(p.data) for o, p in zip(old.parameters(), policy.parameters())]")],
+        [(2, "torch.multinomial(logits.softmax(-1), num_samples=G, replacement=True)"),
+         (8, "old.load_state_dict(copy.deepcopy(policy.state_dict()))")],
+    ],
+}
+
+
+class _InProcess:
+    """What the sandbox returns, for a job run in this process (JSON round trip as the real one)."""
+
+    def __init__(self, value):
+        self.ok, self.value, self.isolation, self.stdout = True, value, "in-process (test)", ""
+        self.error_kind = self.error_message = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # these models are tiny: thread hand-off costs more than it saves, badly so on a loaded machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = Grader(PACK)
+    g._run = lambda payload, exercise: _InProcess(json.loads(json.dumps(runner.grade_job(payload), default=str)))
+    return g
+
+
+@pytest.fixture
+def blank_cases_only(monkeypatch):
+    """Drop scope="full" cases (toy-grpo's training run): per-blank verdicts never use them."""
+    load = runner.load_cases
+    monkeypatch.setattr(runner, "load_cases", lambda d: [c for c in load(d) if c.scope == "all"])
+
+
+def _reference_fills(ex) -> list[str]:
+    return [b.answer for b in bl.find_blanks(ex.solution_source)]
+
+
+# -- 5. files and texts ----------------------------------------------------------------------------
+def test_pack_lists_every_exercise_folder():
+    folders = sorted(p.name for p in PACK_DIR.iterdir() if (p / "exercise.toml").is_file())
+    assert sorted(PACK.exercises) == folders
+    assert list(PACK.exercises) == ["concepts", "dpo-loss", "grpo-advantages", "grpo-loss", "reward-model", "toy-grpo"]
+
+
+@pytest.mark.parametrize("path", sorted(PACK_DIR.rglob("*.toml")), ids=lambda p: str(p.relative_to(PACK_DIR)))
+def test_toml_parses(path):
+    tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("eid", list(PACK.exercises))
+def test_texts_in_both_languages(eid):
+    ex = PACK.get(eid)
+    for lang in LANGS:
+        texts = ex.texts(lang)
+        assert texts.statement.strip() and texts.explanation.strip(), lang
+        assert len(texts.hints) >= 3, lang
+        assert ex.title.get(lang), lang
+    if ex.is_code:
+        n = len(bl.find_blanks(ex.solution_source))
+        for lang in LANGS:
+            assert len(ex.texts(lang).blanks) == n, lang
+            assert all(d.strip() for d in ex.texts(lang).blanks), lang
+        comments = {text[1:].strip() for _, _, text in bl._comments(ex.solution_source)}
+        dead = set(ex.texts("zh").comments) - comments
+        assert not dead, f"zh [comments] translate comments that solution.py does not have: {dead}"
+        assert len(ex.misconceptions) >= 3
+        assert len({m.id for m in ex.misconceptions}) == len(ex.misconceptions)
+        for m in ex.misconceptions:
+            assert 1 <= m.blank <= n and m.fill.strip()
+            assert all(m.feedback.get(lang, "").strip() for lang in LANGS), m.id
+        assert set(ex.entry) and all(re.search(rf"^(def|class) {name}\b", ex.solution_source, re.M)
+                                     for name in ex.entry)
+
+
+def test_quiz_questions():
+    quiz = PACK.get("concepts").quiz
+    assert [q.id for q in quiz] == ["bt-probability", "dpo-key-idea", "grpo-vs-ppo"]
+    for q in quiz:
+        assert len(q.options) == 4
+        for lang in LANGS:
+            assert q.question[lang].strip()
+            assert all(o.text[lang].strip() and o.why[lang].strip() for o in q.options), (q.id, lang)
+    bt = quiz[0]
+    assert bt.options[bt.answer].text["en"] == "0.95"
+    assert 1 / (1 + torch.exp(torch.tensor(-3.0))).item() == pytest.approx(0.95, abs=0.005)
+
+
+# -- 1. the reference passes and prints the spec's figures ------------------------------------------
+@pytest.mark.parametrize("eid", [_slow_if_training(e) for e in CODE])
+def test_reference_passes(grader, eid):
+    ex = PACK.get(eid)
+    v = grader.check(eid, fills=_reference_fills(ex), run_main=True)
+    assert v["passed"], [c["message"] for c in v["cases"] if not c["passed"]] or v["error"]
+    assert all(b["passed"] is True for b in v["blanks"])
+    FIGURES[eid](v["stdout"])
+
+
+@pytest.mark.parametrize("eid", [_slow_if_training(e) for e in CODE])
+def test_solution_file_runs_as_a_script(eid):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(PACK.get(eid).path / "solution.py"), run_name="__main__")
+    torch.set_num_threads(1)  # toy-grpo's script sets it too; keep the module's setting either way
+    FIGURES[eid](out.getvalue())
+
+
+# -- 2. templates fail as shipped -------------------------------------------------------------------
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("eid", CODE)
+def test_template_fails_as_shipped(grader, blank_cases_only, eid, lang):
+    ex = PACK.get(eid)
+    tmpl = template_for(ex, lang)
+    assert tmpl.count(bl.PLACEHOLDER) == len(bl.find_blanks(ex.solution_source))
+    assert "BLANK" not in tmpl
+    v = grader.check(eid, code=tmpl, lang=lang, run_main=False)
+    assert not v["passed"]
+    assert [b["message"] for b in v["blanks"]] == [msg("empty", lang)] * len(v["blanks"])
+
+
+# -- 3. every misconception is caught on its own blank with its own feedback ------------------------
+@pytest.mark.parametrize(("eid", "mid"), MISCONCEPTIONS, ids=[f"{e}:{m}" for e, m in MISCONCEPTIONS])
+def test_misconception_is_recognised(grader, blank_cases_only, eid, mid):
+    ex = PACK.get(eid)
+    m = next(m for m in ex.misconceptions if m.id == mid)
+    fills = _reference_fills(ex)
+    fills[m.blank - 1] = m.fill
+    v = grader.check(eid, fills=fills, lang="zh", run_main=False)
+    assert not v["passed"]
+    entry = v["blanks"][m.blank - 1]
+    assert entry["passed"] is False
+    assert entry["misconception"] == mid, entry["message"]
+    assert entry["message"] == m.feedback["zh"]
+    assert all(b["passed"] is True for b in v["blanks"] if b["index"] != m.blank)
+
+
+# -- 4. correct fills written another way pass ------------------------------------------------------
+ALT_PARAMS = [(eid, i) for eid in CODE for i in range(len(ALTERNATIVES.get(eid, [])))]
+
+
+def test_every_code_exercise_has_alternatives():
+    assert set(CODE) <= set(ALTERNATIVES)
+
+
+@pytest.mark.parametrize(("eid", "i"), [_slow_if_training(e, e, i) for e, i in ALT_PARAMS],
+                         ids=[f"{e}:{i}" for e, i in ALT_PARAMS])
+def test_equivalent_fills_pass(grader, eid, i):
+    ex = PACK.get(eid)
+    fills = _reference_fills(ex)
+    for index, fill in ALTERNATIVES[eid][i]:
+        assert fill != fills[index - 1]
+        fills[index - 1] = fill
+    v = grader.check(eid, fills=fills, run_main=False)
+    assert v["passed"], ([c["message"] for c in v["cases"] if not c["passed"]],
+                         [b["message"] for b in v["blanks"] if b["passed"] is not True], v["error"])
+    assert all(b["passed"] is True for b in v["blanks"])
