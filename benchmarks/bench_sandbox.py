@@ -48,6 +48,13 @@ def measure(run: Callable[[], object], jobs: int) -> tuple[list[float], object]:
     return times, result
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and of its reaped children (the warm server and its jobs)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
 def summary(name: str, times: list[float]) -> dict[str, float]:
     row = {"p50": percentile(times, 50), "p95": percentile(times, 95), "mean": statistics.fmean(times)}
     print(f"{name:<6} p50 {row['p50'] * 1e3:8.1f} ms   p95 {row['p95'] * 1e3:8.1f} ms   mean {row['mean'] * 1e3:8.1f} ms")
@@ -73,8 +80,14 @@ def main(argv: list[str] | None = None) -> None:
     with WarmSandbox(preload=["torch"], extra_pythonpath=extra) as warm:
         print(f"warm isolation: {warm.isolation} (server ready in {time.perf_counter() - started:.2f} s)")
         measure(lambda: warm.run(TARGET, {}, limits=limits), 3)  # first forks fault in shared pages
+        server_cpu, own_cpu = process_cpu(warm.server_pid), os.times()
         warm_times, _ = measure(lambda: warm.run(TARGET, {"scale": 1.0}, limits=limits), args.jobs)
+        server_cpu = (process_cpu(warm.server_pid) - server_cpu) / args.jobs
+        own = os.times()
+        own_cpu = (own.user + own.system - own_cpu.user - own_cpu.system) / args.jobs
     warm_row = summary("warm", warm_times)
+    # CPU per job does not depend on what else the machine runs; wall time does
+    print(f"warm CPU per job: server+job {server_cpu * 1e3:.1f} ms, caller {own_cpu * 1e3:.1f} ms")
 
     print(f"cold/warm: p50 x{cold_row['p50'] / warm_row['p50']:.1f}, p95 x{cold_row['p95'] / warm_row['p95']:.1f}")
     print(f"load average after {os.getloadavg()[0]:.2f} (other work on the machine inflates both paths)")

@@ -50,7 +50,7 @@ import threading
 import time
 import traceback
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -432,21 +432,19 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
         if "torch" in sys.modules:  # a forked child hangs in OpenMP unless it stops using the pool
             sys.modules["torch"].set_num_threads(1)
         faulthandler.enable()
-        seccomp = False
         if limits.processes <= 1 or not req["namespaces"]:
             _forbid_new_processes()
             try:
                 _install_seccomp()
-                seccomp = True
             except OSError:
-                pass  # the Python guards still apply; the probe reports it
+                pass  # the Python guards still apply; the probe reports which
     except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the job's
         _write_all(result_fd, json.dumps({"status": "setup_error", "message": f"{type(exc).__name__}: {exc}"}).encode())
         os._exit(70)
     try:
         value = _resolve(req["target"])(req["payload"])
         try:
-            message = json.dumps({"status": "ok", "value": value, "seccomp": seccomp})
+            message = json.dumps({"status": "ok", "value": value})
         except (TypeError, ValueError) as exc:
             message = json.dumps({"status": "exception", "type": type(exc).__name__, "forbidden": [],
                                   "memory": False, "traceback":
@@ -871,11 +869,13 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
     JSON-serialisable value, or a plain reason why it failed.
 
     isolation: "auto" (bubblewrap where it works, else rlimits only), "bubblewrap" (raise
-    SandboxUnavailable where it does not work) or "rlimits". ``workdir_files`` (relative path ->
+    SandboxUnavailable where it does not work; "namespaces", the warm path's word, means the
+    same) or "rlimits". ``workdir_files`` (relative path ->
     text) are written into the job's work dir first; ``extra_pythonpath`` directories are importable
     and ``readonly_paths`` readable (everything else of the host is hidden under bubblewrap)."""
-    if isolation not in ("auto", "bubblewrap", "rlimits"):
+    if isolation not in ("auto", "bubblewrap", "namespaces", "rlimits"):
         raise ValueError(f"isolation: expected 'auto', 'bubblewrap' or 'rlimits', got {isolation!r}")
+    isolation = "bubblewrap" if isolation == "namespaces" else isolation  # one word for "isolated" on both paths
     mode, text, probe = "rlimits", "", {}
     if isolation in ("auto", "bubblewrap"):
         works, why, probe = _cold_probe("bubblewrap")
@@ -895,6 +895,13 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
 
 
 # -- warm path: a fork server -----------------------------------------------------------------
+def _readable(fd: int, timeout: float) -> bool:
+    """poll(), not select(): a busy web server's descriptors can be numbered past select's 1024."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 def _send_frame(sock: socket.socket, obj: Any) -> None:
     data = json.dumps(obj).encode()
     sock.sendall(struct.pack(">I", len(data)) + data)
@@ -955,6 +962,7 @@ def _enter_namespaces(req: dict) -> None:
     os.makedirs(root + "/proc")
     os.makedirs(root + work, exist_ok=True)
     _mount(work, root + work, None, MS_BIND)
+    _mount(None, root + work, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
     for link, target in links:
         parent = os.path.dirname(root + link)
         if not os.path.lexists(root + link) and os.path.realpath(parent).startswith(root + "/"):
@@ -995,8 +1003,8 @@ def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Se
         if namespaces:
             _unshare(CLONE_NEWPID)
         pid = os.fork()
-        if pid == 0:
-            _become_job(req, out_w, res_w, namespaces, close_fds)
+        if pid == 0:  # the job must not keep a handle on our pid namespace
+            _become_job(req, out_w, res_w, namespaces, [*close_fds, own_ns] if namespaces else close_fds)
     finally:
         if namespaces:
             if _libc.setns(own_ns, CLONE_NEWPID) != 0:
@@ -1097,6 +1105,7 @@ def _serve_main() -> None:
     sys.stdout.flush()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
+    os.close(devnull)
     if "error" in ready:
         os._exit(1)
     for stream in (sys.stdout, sys.stderr):  # how every job's fds 1 and 2 will be written
@@ -1148,15 +1157,19 @@ def _start_job(conn: socket.socket, namespaces: bool, close_fds: list[int]) -> i
     finally:
         for fd in fds:
             os.close(fd)
-    pidfd = os.pidfd_open(pid)
+    try:
+        pidfd = [os.pidfd_open(pid)]
+    except OSError:  # kernel before 5.3: the caller signals by pid instead
+        pidfd = []
     try:
         body = json.dumps({"started": pid}).encode()
-        socket.send_fds(conn, [struct.pack(">I", len(body))], [pidfd])
+        socket.send_fds(conn, [struct.pack(">I", len(body))], pidfd)
         conn.sendall(body)
     except OSError:
         os.kill(pid, signal.SIGKILL)  # the caller is gone; the reaper still collects the child
     finally:
-        os.close(pidfd)
+        for fd in pidfd:
+            os.close(fd)
     return pid
 
 
@@ -1206,15 +1219,17 @@ class WarmSandbox:
 
     ``preload`` entries are modules ("torch") or "module:function" to import and call once in the
     server (to warm caches every job then shares). isolation: "auto" (namespaces where they work,
-    else rlimits only), "namespaces" (raise SandboxUnavailable where they do not) or "rlimits".
+    else rlimits only), "namespaces" (raise SandboxUnavailable where they do not; "bubblewrap",
+    the cold path's word, means the same) or "rlimits".
     ``run`` is thread-safe; at most ``max_concurrent`` jobs run at once, the rest wait. If the
     server dies, the next ``run`` starts a new one."""
 
     def __init__(self, preload: Sequence[str] = ("torch",), isolation: str = "auto", *,
                  extra_pythonpath: Sequence[str] = (), max_concurrent: int | None = None,
                  start_timeout: float = 120.0):
-        if isolation not in ("auto", "namespaces", "rlimits"):
+        if isolation not in ("auto", "namespaces", "bubblewrap", "rlimits"):
             raise ValueError(f"isolation: expected 'auto', 'namespaces' or 'rlimits', got {isolation!r}")
+        isolation = "namespaces" if isolation == "bubblewrap" else isolation  # the cold path's word
         self._preload = list(preload)
         self._isolation_mode = isolation
         self._python_path = _python_path(extra_pythonpath)
@@ -1254,7 +1269,7 @@ class WarmSandbox:
                 server = self._server = self._start()
             if server.ready is None:
                 line = b""
-                if select.select([server.proc.stdout], [], [], self._start_timeout)[0]:
+                if _readable(server.proc.stdout.fileno(), self._start_timeout):
                     line = server.proc.stdout.readline()
                 if not line:
                     _stop_server(server)
@@ -1315,7 +1330,6 @@ class WarmSandbox:
     def _run_once(self, server: _Server, req: dict, limits: Limits, started: float) -> SandboxResult | None:
         """One job through `server`; None if the server could not start it (the caller retries)."""
         isolation = self.isolation_for(limits)
-        namespaces = server.ready["namespaces"]
         out_r, out_w = os.pipe()
         res_r, res_w = os.pipe()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1344,28 +1358,29 @@ class WarmSandbox:
                                      "", isolation, time.monotonic() - started)
             pid = frame["started"]
 
+            collect_exit_answer: tuple[int | None, float] | None = None
+
             def kill() -> None:
-                try:
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # pid 1 of its namespace: all of it
+                try:  # pid 1 of its namespace: takes all of it along
+                    if pidfd is not None:
+                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # cannot hit a reused pid
+                    elif collect_exit_answer is None:
+                        os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                if not namespaces and limits.processes > 1:
-                    try:
-                        os.killpg(pid, signal.SIGKILL)  # a live group keeps its id from being reused
-                    except (ProcessLookupError, PermissionError):
-                        pass
 
             def collect_exit() -> tuple[int | None, float] | None:
-                if not select.select([conn], [], [], 0)[0]:
+                nonlocal collect_exit_answer
+                if not _readable(conn.fileno(), 0):
                     return None
                 try:
                     conn.settimeout(5)
                     message = _recv_frame(conn)
                 except (OSError, ValueError):
                     message = None
-                if message is None:  # the server died: the job died with it (parent-death signal)
-                    return None, 0.0
-                return message["exit"], message["cpu"]
+                # None: the server died, and the job with it (its parent-death signal)
+                collect_exit_answer = (None, 0.0) if message is None else (message["exit"], message["cpu"])
+                return collect_exit_answer
 
             usage = (lambda: _usage_of(pid)) if limits.processes <= 1 else (lambda: _usage_of_session(pid))
             try:
