@@ -216,6 +216,8 @@ def test_malformed_json_is_422(client):
         assert r.status_code == 422 and r.headers["content-type"] == "application/json", path
     r = client.post("/api/progress/import", content=b"{nope", headers={"content-type": "application/json"})
     assert r.status_code == 400
+    r = client.post("/api/progress/import", content=b"{}", headers={"content-type": "text/plain"})
+    assert r.status_code == 415  # a plain cross-site form post cannot import progress
 
 
 def test_check_on_a_quiz_is_404(client):
@@ -417,6 +419,14 @@ def test_token_is_required_everywhere(tmp_path):
         assert c.post("/api/exercises/dpo-loss/check", json={"fills": DPO_FILLS}).status_code == 200
 
 
+def test_only_loopback_host_names_when_asked(tmp_path):
+    """`serve` without a token accepts only loopback Host headers (no DNS rebinding)."""
+    app, _ = fake_app(tmp_path, allowed_hosts=["127.0.0.1", "localhost"])
+    c = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert c.get("/api/exercises").status_code == 200
+    assert c.get("/api/exercises", headers={"host": "evil.example:8765"}).status_code == 400
+
+
 def test_oversized_bodies_are_413(tmp_path):
     app, grader = fake_app(tmp_path, max_body_bytes=1000)
     with TestClient(app) as c:
@@ -430,7 +440,8 @@ def test_oversized_bodies_are_413(tmp_path):
 
         r = c.post("/api/exercises/dpo-loss/check", content=chunks(), headers={"content-type": "application/json"})
         assert r.status_code == 413
-        assert c.post("/api/progress/import", content=b"{" + b" " * 2000 + b"}").status_code == 413
+        assert c.post("/api/progress/import", content=b"{" + b" " * 2000 + b"}",
+                      headers={"content-type": "application/json"}).status_code == 413
         assert grader.calls == 0
         assert c.post("/api/exercises/dpo-loss/check", json={"fills": DPO_FILLS}).status_code == 200
 
@@ -505,6 +516,8 @@ def test_serve_command_binds_loopback_and_generates_a_token_for_a_classroom(monk
     assert out.exit_code == 0, out.output
     assert seen["addr"][0] == "127.0.0.1" and "token" not in out.output
     assert re.search(r"http://127\.0\.0\.1:\d+/", out.output)
+    assert TestClient(seen["app"], base_url="http://127.0.0.1:8765").get("/api/exercises").status_code == 200
+    assert TestClient(seen["app"], base_url="http://rebound.example").get("/api/exercises").status_code == 400
 
     out = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0", "--port", "0", "--no-browser", *pack])
     assert out.exit_code == 0, out.output

@@ -18,12 +18,26 @@ import typer
 from alignlings.cli.app import app
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def _url(host: str, port: int, token: str | None) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     shown = f"[{shown}]" if ":" in shown else shown
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+def _lan_address() -> str | None:
+    """This machine's address on its local network (a UDP "connect" sends no packet)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            address = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
 
 
 @app.command()
@@ -52,7 +66,8 @@ def serve(
     if host not in LOOPBACK and token is None:
         token = secrets.token_urlsafe(18)
     try:
-        web = create_app(pack, token=token)
+        # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
+        web = create_app(pack, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES))
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None
 
@@ -67,6 +82,9 @@ def serve(
     url = _url(host, port, token)
     typer.echo(f"alignlings is serving at {url}")
     if host not in LOOPBACK:
+        lan = _lan_address() if host in ("0.0.0.0", "::", "") else None
+        if lan:
+            typer.echo(f"On this network: {_url(lan, port, token)}")
         typer.echo("Anyone on this network with the URL above (token included) can use this server.")
     typer.echo("Press Ctrl+C to stop.")
     if not no_browser:

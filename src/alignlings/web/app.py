@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from alignlings.practice.pack import Pack, load_pack
 from alignlings.web import i18n
@@ -98,7 +99,7 @@ def _is_api(request: Request) -> bool:
 def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | None = None, token: str | None = None,
                grader=None, store=None, max_body_bytes: int = 1 << 20, max_concurrent_checks: int = 2,
                max_queue: int = 8, check_wait_seconds: float = 120.0, max_toy_runs: int = 2,
-               warm_up: bool = True) -> FastAPI:
+               warm_up: bool = True, allowed_hosts: list[str] | None = None) -> FastAPI:
     """Build the practice app.
 
     Args:
@@ -114,6 +115,9 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
         max_toy_runs: toy GRPO runs training or waiting at once; one more gets 429. Only one
             trains at a time because torch's random generator is global to the process.
         warm_up: start the warm grader in the background at startup (default True).
+        allowed_hosts: when set, requests whose Host header names another host get 400. ``serve``
+            sets the loopback names when it runs without a token, so that a web page elsewhere
+            cannot reach this server by pointing its own domain at 127.0.0.1 (DNS rebinding).
     """
     from alignlings.web import cloze, exercises, home, progress, quiz, toy_grpo
 
@@ -167,7 +171,9 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
                 "checks": context.check_queue.stats(), "toy_runs": context.toy_runs.active()}
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
-    app.add_middleware(TokenMiddleware, token=token)  # outermost: refuse before reading a body
+    app.add_middleware(TokenMiddleware, token=token)  # refuse before reading a body
+    if allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app
 
 

@@ -47,7 +47,10 @@ def export_progress(request: Request) -> Response:
 
 @router.post("/api/progress/import", tags=["progress"])
 async def import_progress(request: Request) -> dict:
-    """Merge a JSON export (the body) into this store; returns what was added."""
+    """Merge a JSON export (the body, ``Content-Type: application/json``) into this store."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json":  # also keeps plain cross-site form posts out
+        raise HTTPException(415, "expected Content-Type: application/json")
     try:
         data = json.loads(await request.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
