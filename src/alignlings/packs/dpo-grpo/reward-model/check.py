@@ -68,8 +68,9 @@ def cases():
         }),
         Case("the loss's gradient reaches only the value head", "hidden", gradients),
         Case("batch of 1, hidden 32, length 7", "hidden", other_size(7, 50, 32, 1, 7), note={
-            "en": "A batch of one must still give rewards of shape [1]: squeeze only the last axis.",
-            "zh": "批大小为 1 时奖励的形状仍应是 [1]：只压缩最后一维。",
+            "en": "If only this case fails, look at the batch of one: its rewards must still have shape [1], "
+                  "so squeeze only the last axis.",
+            "zh": "如果只有这个用例失败，请看批大小为 1 的情况：奖励的形状仍应是 [1]，所以只压缩最后一维。",
         }),
         Case("batch of 6, hidden 16, length 3", "hidden", other_size(8, 20, 16, 6, 3)),
         Case("loss and its gradient on given rewards", "hidden", loss_on_rewards),
