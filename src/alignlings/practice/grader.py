@@ -115,7 +115,12 @@ class Grader:
         if warm:
             from alignlings.practice.sandbox import WarmSandbox
 
-            self._warm = WarmSandbox(preload=["torch", "alignlings.practice.runner"], isolation=isolation)
+            # exercise.toml may name heavy modules its checks import (e.g. transformers): the fork
+            # server imports them once instead of every job
+            preload = ["torch", "alignlings.practice.runner"]
+            for ex in self.pack:
+                preload += [m for m in ex.meta.get("preload", []) if m not in preload]
+            self._warm = WarmSandbox(preload=preload, isolation=isolation)
 
     def close(self) -> None:
         if self._warm is not None:

@@ -1,0 +1,5 @@
+"""`python -m alignlings ...` runs the CLI."""
+
+from alignlings.cli.app import main
+
+main()
