@@ -285,6 +285,8 @@ def test_toy_grpo_chart_grows_and_overlays_runs(page):
 
 
 def test_progress_page_shows_solved_and_exports(page):
+    r = page.request.post("/api/exercises/dpo-loss/check", data={"fills": DPO_FILLS})  # solved, whatever ran before
+    assert r.ok and r.json()["passed"]
     page.goto("/progress")
     row = page.locator('tr[data-id="dpo-loss"]')
     assert "solved" in row.get_attribute("class")
@@ -293,6 +295,9 @@ def test_progress_page_shows_solved_and_exports(page):
     data = json.loads(Path(dl.value.path()).read_text(encoding="utf-8"))
     assert data["format"] == "alignlings-progress" and any(a["exercise"] == "dpo-loss" for a in data["attempts"])
     shot(page, "progress")
+    page.set_input_files("#import-file", dl.value.path())  # importing the same export again: nothing new
+    page.wait_for_function("document.getElementById('import-status').innerText.length > 0")
+    assert page.inner_text("#import-status") == "Imported."
     page.goto("/?lang=zh")
     page.goto("/progress")
     shot(page, "progress-zh")
