@@ -44,4 +44,5 @@ def test_dev_check_command_reports_a_broken_pack(tmp_path):
                 'fill = "torch.sub(policy_chosen_logp, ref_chosen_logp)"\nfeedback.en = "x"\nfeedback.zh = "x"\n')
     result = CliRunner().invoke(app, ["dev", "check", "--pack", str(broken)])
     assert result.exit_code == 1
-    assert "actually-right" in result.output
+    assert "misconception actually-right (blank 1) is accepted" in result.output
+    assert result.output.count("    - ") == 1, result.output  # only that problem: the copied pack grades

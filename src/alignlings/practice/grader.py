@@ -207,9 +207,10 @@ class Grader:
         from alignlings.practice.sandbox import Limits, run_job
 
         limits = Limits(wall_seconds=exercise.timeout, cpu_seconds=int(exercise.timeout * 3) + 5)
+        readable = [str(exercise.path)]  # a pack outside the installed package must stay readable
         if self._warm is not None:
-            return self._warm.run(RUNNER, payload, limits=limits)
-        return run_job(RUNNER, payload, limits=limits, isolation=self.isolation)
+            return self._warm.run(RUNNER, payload, limits=limits, readonly_paths=readable)
+        return run_job(RUNNER, payload, limits=limits, isolation=self.isolation, readonly_paths=readable)
 
     def _verdict(self, exercise, blanks, sub, skipped, result, lang) -> dict[str, Any]:
         verdict: dict[str, Any] = {"exercise": exercise.id, "passed": False, "blanks": [], "cases": [],
