@@ -9,13 +9,14 @@ Timing goals are reported here, never asserted in tests.
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+# This file is also the jobs' module ("bench_sandbox:tiny_torch_job"): keep its imports light, or
+# every warm job pays for them.
 
 HERE = Path(__file__).resolve().parent
 TARGET = "bench_sandbox:tiny_torch_job"
@@ -56,12 +57,14 @@ def process_cpu(pid: int) -> float:
 
 
 def summary(name: str, times: list[float]) -> dict[str, float]:
-    row = {"p50": percentile(times, 50), "p95": percentile(times, 95), "mean": statistics.fmean(times)}
+    row = {"p50": percentile(times, 50), "p95": percentile(times, 95), "mean": sum(times) / len(times)}
     print(f"{name:<6} p50 {row['p50'] * 1e3:8.1f} ms   p95 {row['p95'] * 1e3:8.1f} ms   mean {row['mean'] * 1e3:8.1f} ms")
     return row
 
 
 def main(argv: list[str] | None = None) -> None:
+    import argparse
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50, help="jobs per path (default 50)")
     args = parser.parse_args(argv)

@@ -391,6 +391,25 @@ def test_warm_timeout_leaves_server_usable(warm):
     assert warm.run("sandbox_targets:sleep_then_return", {"seconds": 0}).value == "done"
 
 
+def test_warm_per_run_paths(warm, tmp_path):
+    """Paths beyond the server's own take the slower way (a root built for this job, not a copy
+    of the server's template); the job sees them, read-only, and its isolation is the same."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "extra_job.py").write_text("def run(payload):\n    return open(payload['path']).read()\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "note.txt").write_text("readable")
+    result = warm.run("extra_job:run", {"path": str(tmp_path / "data" / "note.txt")},
+                      extra_pythonpath=[str(tmp_path / "lib")], readonly_paths=[str(tmp_path / "data")])
+    assert result.ok, result
+    assert result.value == "readable"
+    outside = warm.run("sandbox_targets:write_outside", {"paths": [str(tmp_path / "data" / "x.txt")]},
+                       readonly_paths=[str(tmp_path / "data")])
+    assert outside.ok, outside
+    needs(outside, "read-only file system")
+    assert outside.value[str(tmp_path / "data" / "x.txt")] != "written"
+    assert not (tmp_path / "data" / "x.txt").exists()
+
+
 def test_warm_isolation_can_be_required():
     try:
         sandbox = WarmSandbox(preload=[], isolation="namespaces", extra_pythonpath=[TESTS])

@@ -145,6 +145,8 @@ _ARCHES = {
                 "execveat": 281, "seccomp": 277, "pivot_root": 41, "x32": False},
 }
 _ARCH = _ARCHES.get(platform.machine())
+_OPEN_TREE, _MOVE_MOUNT = 428, 429  # the same on every architecture (new syscalls share numbers)
+_OPEN_TREE_CLONE, _MOVE_MOUNT_F_EMPTY_PATH = 1, 4
 
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -934,48 +936,142 @@ def _recv_frame_with_fds(sock: socket.socket, max_fds: int) -> tuple[Any, list[i
     return (None if body is None else json.loads(body)), fds
 
 
-def _enter_namespaces(req: dict) -> None:
-    """In the job process: private mount and network namespaces, then a new root holding only the
-    visible paths (read-only), a private /tmp and the work dir, like bubblewrap builds.
-
-    Runs as root, before the uid change. The job is already pid 1 of its own pid namespace."""
-    limits = Limits(**req["limits"])
-    work, root = req["workdir"], req["root"]
-    binds, links = _visible_paths(req["python_path"], req.get("readonly_paths", ()))
-    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates to the host
-    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
-    os.makedirs(root + "/tmp")
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={limits.file_size_bytes}")
+def _populate_root(root: str, binds: Sequence[str], links: Sequence[tuple[str, str]]) -> None:
+    """Fill the tmpfs at `root` with what a job sees: the visible paths bound (read-only once
+    sealed), a few device nodes, and mount points for /tmp, /proc and /dev/shm."""
+    os.makedirs(root + "/tmp", exist_ok=True)
+    os.makedirs(root + "/proc")
     for path in binds:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, MS_BIND | MS_REC)
-    os.makedirs(root + "/dev")
+    os.makedirs(root + "/dev/shm")
     for name in _DEVICES:
         open(f"{root}/dev/{name}", "w").close()
         _mount(f"/dev/{name}", f"{root}/dev/{name}", None, MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{root}/dev/{name}")
-    os.makedirs(root + "/dev/shm")
-    _mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1m")
-    os.makedirs(root + "/proc")
-    os.makedirs(root + work, exist_ok=True)
-    _mount(work, root + work, None, MS_BIND)
-    _mount(None, root + work, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
     for link, target in links:
         parent = os.path.dirname(root + link)
         if not os.path.lexists(root + link) and os.path.realpath(parent).startswith(root + "/"):
             os.makedirs(parent, exist_ok=True)
             os.symlink(target, root + link)
-    os.chdir(root)
-    _pivot_root_here()
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only this pid namespace
-    writable = {"/tmp", work, "/dev/shm", "/proc"} | {f"/dev/{n}" for n in _DEVICES}
+
+
+def _seal_root(writable: set[str]) -> None:
+    """After the pivot: every mount read-only (keeping its nosuid/nodev/noexec) except `writable`,
+    the device nodes and /proc; then the root itself."""
+    writable = writable | {"/proc"} | {f"/dev/{n}" for n in _DEVICES}
     for mount_point, options in _mounts():
         if mount_point not in writable and mount_point != "/" and not mount_point.startswith("/proc/"):
             _mount(None, mount_point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | options)
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _mount_job_parts(limits: Limits) -> None:
+    """What each job gets fresh, whichever way its root was made: /proc of its own pid namespace,
+    a private /tmp and /dev/shm."""
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={limits.file_size_bytes}")
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1m")
+
+
+_template: dict[str, Any] | None = None
+"""In the fork server: a sealed mount namespace holding the job root for the server's own import
+path, kept alive by an open descriptor ("fd"). A job joins a copy of it (setns + unshare) instead
+of building its root: ~1 ms instead of ~3 ms of CPU and ~8 ms of wall time, most of it the RCU
+grace periods that unmounting the host's tree waits for."""
+
+
+def _make_template(python_path: Sequence[str], mount_point: str) -> dict[str, Any] | None:
+    """Build the template namespace in a throwaway child; None if anything about it fails."""
+    binds, links = _visible_paths(python_path)
+    if _ARCH is None or any(_under(p, ["/tmp"]) for p in [*binds, *(link for link, _ in links)]):
+        return None  # a job's fresh /tmp would hide those
+    os.makedirs(mount_point, exist_ok=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            _unshare(CLONE_NEWNS)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            _mount("tmpfs", mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+            _populate_root(mount_point, binds, links)
+            os.chdir(mount_point)
+            _pivot_root_here()
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # for _seal_root to read
+            _seal_root(set())
+            if _libc.umount2(b"/proc", MNT_DETACH) != 0:
+                raise _oserror("umount /proc")
+            os.write(w, b"1")
+            time.sleep(3600)  # the parent opens our namespace, then kills us
+        finally:
+            os._exit(1)
+    os.close(w)
+    try:
+        if os.read(r, 1) != b"1":
+            return None
+        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    finally:
+        os.close(r)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return {"fd": fd, "binds": binds, "links": links}
+
+
+def _join_template(req: dict, limits: Limits) -> bool:
+    """A job's root as a private copy of the template; False if the template does not fit."""
+    work = req["workdir"]
+    if _template is None or not _under(work, ["/tmp"]) or \
+            _visible_paths(req["python_path"], req.get("readonly_paths", ())) != (_template["binds"], _template["links"]):
+        return False
+    # the work dir goes in as a detached copy of its mount: bind mounts cannot cross namespaces
+    tree = _libc.syscall(_OPEN_TREE, -100, os.fsencode(work), _OPEN_TREE_CLONE | os.O_CLOEXEC)
+    if tree < 0:
+        return False
+    try:
+        if _libc.setns(_template["fd"], CLONE_NEWNS) != 0:  # also moves our root and cwd there
+            raise _oserror("setns into the template")
+        _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+        _mount_job_parts(limits)
+        os.makedirs(work)
+        if _libc.syscall(_MOVE_MOUNT, tree, b"", -100, os.fsencode(work), _MOVE_MOUNT_F_EMPTY_PATH) != 0:
+            raise _oserror("move_mount the work dir")
+        _mount(None, work, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    finally:
+        os.close(tree)
+    return True
+
+
+def _enter_namespaces(req: dict) -> None:
+    """In the job process: private mount and network namespaces (also IPC, UTS) with a new root
+    holding only the visible paths (read-only), a private /tmp and the work dir, like bubblewrap
+    builds. Runs as root, before the uid change; the job is already pid 1 of its own pid namespace."""
+    limits = Limits(**req["limits"])
+    try:
+        if _join_template(req, limits):
+            return
+    finally:
+        if _template is not None:
+            os.close(_template["fd"])  # the job keeps no way back to the template
+    work, root = req["workdir"], req["root"]
+    binds, links = _visible_paths(req["python_path"], req.get("readonly_paths", ()))
+    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates to the host
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+    os.makedirs(root + "/tmp")
+    # this /tmp before the binds (an import path may live under /tmp); the job's, sealed writable
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={limits.file_size_bytes}")
+    _populate_root(root, binds, links)
+    os.makedirs(root + work, exist_ok=True)
+    _mount(work, root + work, None, MS_BIND)
+    _mount(None, root + work, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    os.chdir(root)
+    _pivot_root_here()
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only this pid namespace
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1m")
+    _seal_root({"/tmp", work, "/dev/shm"})
 
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
@@ -1082,11 +1178,20 @@ def _serve_main() -> None:
                 getattr(module, fn)()  # e.g. warm caches once, for every job
     except BaseException as exc:  # noqa: BLE001 - reported to the caller, which raises
         ready["error"] = f"preloading {item!r} failed: {type(exc).__name__}: {exc}"
+    global _template
     namespaces, why, probe = False, "asked for rlimits only", {}
     _visible_paths(config["python_path"])  # computed once here, inherited by every job
     if "error" not in ready:
         if config["isolation"] != "rlimits":
+            try:
+                _template = _make_template(config["python_path"], os.path.join(os.path.dirname(config["socket"]), "root"))
+            except OSError:
+                _template = None
             namespaces, why, probe = _server_probe(True, config["python_path"])
+            if not namespaces and _template is not None:  # the template may be what failed
+                os.close(_template["fd"])
+                _template = None
+                namespaces, why, probe = _server_probe(True, config["python_path"])
         if not namespaces:
             _, _, probe = _server_probe(False, config["python_path"])
     ready.update(namespaces=namespaces, why=why, probe=probe)
@@ -1232,6 +1337,7 @@ class WarmSandbox:
         isolation = "namespaces" if isolation == "bubblewrap" else isolation  # the cold path's word
         self._preload = list(preload)
         self._isolation_mode = isolation
+        self._extra_pythonpath = list(extra_pythonpath)
         self._python_path = _python_path(extra_pythonpath)
         self._start_timeout = start_timeout
         self._slots = threading.BoundedSemaphore(max_concurrent or max(1, os.cpu_count() or 1))
@@ -1315,7 +1421,8 @@ class WarmSandbox:
         """Run ``target(payload)`` in a child forked from the server; see ``run_job``."""
         started = time.monotonic()
         with self._slots, _JobDir(workdir_files) as jd:
-            python_path = _python_path(extra_pythonpath) if extra_pythonpath else self._python_path
+            python_path = (_python_path([*extra_pythonpath, *self._extra_pythonpath]) if extra_pythonpath
+                           else self._python_path)
             req = _job_request(target, payload, limits, jd, python_path)
             req["readonly_paths"] = [os.path.realpath(p) for p in readonly_paths]
             for _attempt in range(2):
