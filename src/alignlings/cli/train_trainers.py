@@ -1,0 +1,174 @@
+"""``alignlings train dpo|reward|grpo --config FILE.toml`` and ``alignlings train demo``.
+
+A thin layer over ``alignlings.trainers``. A config file names the model, the dataset and (for
+GRPO) the reward functions at the top level, and the trainer's config fields in a table named after
+the command::
+
+    model = "toy:addition"              # a from_pretrained folder, or the built-in warmed-up toy model
+    dataset = "toy:addition"            # .jsonl/.json/.csv/.parquet, a save_to_disk folder, or toy:addition
+    reward_funcs = ["toy:exact_match"]  # GRPO: "package.module:function" or toy:exact_match
+
+    [grpo]
+    learning_rate = 5e-4
+    num_generations = 8
+
+Any field can be overridden with ``--set key=value`` (repeatable) or the common flags below. The same
+command runs under ``torchrun --nproc_per_node N -m alignlings.cli.app train ...`` (DDP).
+torch and transformers are imported inside the commands so ``alignlings --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from alignlings.cli.app import train_app
+
+TOY = "toy:addition"
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="TOML file: model, dataset, reward_funcs and a table named after the command (dpo, reward or grpo).")
+SetOpt = typer.Option(None, "--set", "-s", help="Override a config field: --set beta=0.2 (repeatable).")
+ModelOpt = typer.Option(None, "--model", help="Model folder (from_pretrained) or toy:addition; overrides the file.")
+DatasetOpt = typer.Option(None, "--dataset", help="Dataset file/folder or toy:addition; overrides the file.")
+OutOpt = typer.Option(None, "--output-dir", "-o", help="Where metrics.jsonl, checkpoints and the model go.")
+StepsOpt = typer.Option(None, "--max-steps", help="Optimiser steps.")
+LrOpt = typer.Option(None, "--learning-rate", "--lr", help="Peak learning rate.")
+SeedOpt = typer.Option(None, "--seed", help="Random seed.")
+PlotOpt = typer.Option(None, "--plot/--no-plot", help="Write metrics.png curves at the end.")
+ResumeOpt = typer.Option(None, "--resume", help='Resume from a checkpoint folder or "latest".')
+
+
+def _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume) -> dict[str, Any]:
+    from alignlings.trainers.configs import parse_overrides
+
+    values: dict[str, Any] = parse_overrides(sets)
+    flags = {"output_dir": output_dir, "max_steps": max_steps, "learning_rate": learning_rate, "seed": seed,
+             "plot": plot, "resume_from_checkpoint": resume}
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return values
+
+
+def _load_model(spec: str, seed: int):
+    """(tokenizer, causal LM) from a folder, or the toy task's warmed-up tiny GPT-2."""
+    if spec == TOY:
+        from alignlings.trainers import toy
+
+        tokenizer, model, _, _ = toy.warm_model(seed=0, progress=True)
+        return tokenizer, model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(spec), AutoModelForCausalLM.from_pretrained(spec)
+
+
+def _load_dataset(spec: str, kind: str, model=None, tokenizer=None):
+    if spec != TOY:
+        from alignlings.trainers.data import load_rows
+
+        return load_rows(spec)
+    from alignlings.trainers import toy
+
+    train, _ = toy.addition_rows(0)
+    if kind == "prompts":
+        return train
+    return toy.preference_pairs(model, tokenizer, train[:2000], seed=0)
+
+
+def _load_reward_func(spec: str):
+    if spec in ("toy:exact_match", TOY):
+        from alignlings.trainers.toy import exact_match_reward
+
+        return exact_match_reward
+    module, sep, name = spec.partition(":")
+    if not sep:
+        raise typer.BadParameter(f"reward_funcs: expected 'package.module:function' or toy:exact_match, got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spec, dataset_spec) -> None:
+    import torch
+
+    from alignlings.trainers import configs
+    from alignlings.trainers.toy import accuracy, addition_rows
+
+    try:
+        raw = configs.read_toml(config)
+        cls = {"dpo": configs.DPOConfig, "reward": configs.RewardConfig, "grpo": configs.GRPOConfig}[kind]
+        args = configs.load_config(cls, raw.get(kind, {}), overrides)
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    model_spec = model_spec or raw.get("model")
+    dataset_spec = dataset_spec or raw.get("dataset")
+    if not model_spec or not dataset_spec:
+        raise typer.BadParameter("a model and a dataset are needed: set them in --config or with --model/--dataset")
+
+    tokenizer, model = _load_model(model_spec, args.seed)
+    toy_eval = model_spec == TOY
+    heldout = addition_rows(0)[1] if toy_eval else None
+    before = accuracy(model, tokenizer, heldout) if toy_eval else None
+
+    from alignlings.trainers import DPOTrainer, GRPOTrainer, RewardTrainer
+
+    if kind == "dpo":
+        trainer = DPOTrainer(model, args=args, train_dataset=_load_dataset(dataset_spec, "pairs", model, tokenizer),
+                             processing_class=tokenizer)
+    elif kind == "reward":
+        trainer = RewardTrainer(model, args=args, train_dataset=_load_dataset(dataset_spec, "pairs", model, tokenizer),
+                                processing_class=tokenizer)
+    else:
+        funcs = raw.get("reward_funcs") or (["toy:exact_match"] if dataset_spec == TOY else [])
+        if not funcs:
+            raise typer.BadParameter("reward_funcs: GRPO needs at least one reward function in the config")
+        trainer = GRPOTrainer(model, [_load_reward_func(f) for f in funcs], args=args,
+                              train_dataset=_load_dataset(dataset_spec, "prompts"), processing_class=tokenizer)
+    history = trainer.train()
+    if trainer.dist.is_main:
+        last = history[-1] if history else {}
+        shown = {k: round(v, 4) for k, v in last.items() if k in trainer.progress_keys or k == "step"}
+        typer.echo(f"{kind}: {shown}; metrics in {Path(args.output_dir) / 'metrics.jsonl'}")
+        if toy_eval and kind != "reward":
+            after = accuracy(trainer.unwrapped_model, tokenizer, heldout)
+            typer.echo(f"held-out accuracy (greedy, {len(heldout)} prompts): {before:.1%} -> {after:.1%}")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+@train_app.command("dpo")
+def dpo_command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
+                dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
+                max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
+                seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
+    """Train a causal LM with DPO on prompt/chosen/rejected rows (alignlings.trainers.DPOTrainer)."""
+    _run("dpo", config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+
+
+@train_app.command("reward")
+def reward_command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
+                   dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
+                   max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
+                   seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
+    """Train a Bradley-Terry reward model on prompt/chosen/rejected rows (alignlings.trainers.RewardTrainer)."""
+    _run("reward", config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+
+
+@train_app.command("grpo")
+def grpo_command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
+                 dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
+                 max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
+                 seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
+    """Train a causal LM with GRPO against reward functions (alignlings.trainers.GRPOTrainer)."""
+    _run("grpo", config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+
+
+@train_app.command("demo")
+def demo_command(
+    output_dir: Path = typer.Option(Path("runs/demo"), "--output-dir", "-o", help="Where plots, metrics and results go."),
+    quick: bool = typer.Option(False, "--quick", help="The reduced sizes the tests use (about a minute)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the task split, the model and every stage."),
+) -> None:
+    """The toy addition task end to end: warm-up, reward model, DPO and GRPO, with plots and a results table."""
+    from alignlings.trainers.demo import run_demo
+
+    run_demo(output_dir, quick=quick, seed=seed)

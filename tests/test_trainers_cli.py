@@ -1,0 +1,77 @@
+"""``alignlings train dpo|reward|grpo`` through Typer's runner, on a tiny model saved to a folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from alignlings.cli.app import app  # noqa: E402
+from alignlings.trainers import toy  # noqa: E402
+
+PAIRS = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 1)} for a, b in
+         [(1, 2), (10, 5), (7, 7), (9, 90), (3, 3), (25, 25), (0, 8), (12, 21)]]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    tok = toy.make_tokenizer()
+    toy.make_model(tok, n_layer=1, n_embd=32, n_head=2, seed=0).save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    (root / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in PAIRS))
+    (root / "prompts.jsonl").write_text("".join(json.dumps({"prompt": r["prompt"], "answer": r["chosen"]}) + "\n"
+                                                for r in PAIRS))
+    return root
+
+
+def _config(root, kind, dataset, table):
+    lines = [f'model = "{root / "model"}"', f'dataset = "{root / dataset}"']
+    if kind == "grpo":
+        lines.append('reward_funcs = ["alignlings.trainers.toy:exact_match_reward"]')
+    lines.append(f"[{kind}]")
+    lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
+    path = root / f"{kind}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind, dataset, table", [
+    ("dpo", "pairs.jsonl", {"learning_rate": 1e-3, "per_device_train_batch_size": 4, "max_steps": 50}),
+    ("reward", "pairs.jsonl", {"learning_rate": 1e-3, "per_device_train_batch_size": 4, "max_steps": 50}),
+    ("grpo", "prompts.jsonl", {"learning_rate": 1e-3, "per_device_train_batch_size": 8, "num_generations": 4,
+                               "max_completion_length": 3, "max_steps": 50}),
+])
+def test_train_command_runs_config_with_overrides(files, tmp_path, kind, dataset, table):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        config = _config(files, kind, dataset, table)
+        result = CliRunner().invoke(app, [
+            "train", kind, "--config", str(config), "--max-steps", "2", "--output-dir", str(tmp_path),
+            "--set", "logging_steps=1", "--set", "disable_tqdm=true", "--plot",
+        ])
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]  # --max-steps 2 overrode the file's 50
+    assert (tmp_path / "metrics.png").is_file()
+
+
+def test_bad_override_is_a_usage_error(files, tmp_path):
+    config = _config(files, "dpo", "pairs.jsonl", {"max_steps": 1})
+    result = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--set", "betta=0.2"])
+    assert result.exit_code == 2
+    assert "unknown field" in result.output
+
+
+def test_every_train_command_is_documented():
+    result = CliRunner().invoke(app, ["train", "--help"])
+    for name in ("dpo", "reward", "grpo", "demo"):
+        assert name in result.output
