@@ -23,6 +23,7 @@ def _register() -> None:
         train_toy, watch,
     )
     from alignlings.cli import serve  # noqa: F401
+    from alignlings.cli import train_trainers  # noqa: F401
 
 
 _register()
