@@ -58,7 +58,8 @@ def process_cpu(pid: int) -> float:
 
 def summary(name: str, times: list[float]) -> dict[str, float]:
     row = {"p50": percentile(times, 50), "p95": percentile(times, 95), "mean": sum(times) / len(times)}
-    print(f"{name:<6} p50 {row['p50'] * 1e3:8.1f} ms   p95 {row['p95'] * 1e3:8.1f} ms   mean {row['mean'] * 1e3:8.1f} ms")
+    print(f"{name:<6} p50 {row['p50'] * 1e3:8.1f} ms   p95 {row['p95'] * 1e3:8.1f} ms   "
+          f"mean {row['mean'] * 1e3:8.1f} ms")
     return row
 
 
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     extra = [str(HERE)]
     print(f"{args.jobs} jobs per path, CPUs {os.cpu_count()}, load average before {os.getloadavg()[0]:.2f}")
 
-    cold_times, cold = measure(lambda: run_job(TARGET, {"scale": 1.0}, limits=limits, extra_pythonpath=extra), args.jobs)
+    cold_times, cold = measure(lambda: run_job(TARGET, {"scale": 1.0}, limits=limits, extra_pythonpath=extra),
+                               args.jobs)
     print(f"cold isolation: {cold.isolation}")
     cold_row = summary("cold", cold_times)
 

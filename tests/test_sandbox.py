@@ -477,12 +477,20 @@ def test_classify(outcome, kwargs, kind):
 
 
 def test_classify_ok_value():
-    assert _classify(_outcome(status=0, result=b'{"status": "ok", "value": {"a": 1}}'), Limits()) == (True, {"a": 1}, None, None)
+    outcome = _outcome(status=0, result=b'{"status": "ok", "value": {"a": 1}}')
+    assert _classify(outcome, Limits()) == (True, {"a": 1}, None, None)
 
 
 def test_limits_are_validated():
     with pytest.raises(ValueError, match="wall_seconds"):
         Limits(wall_seconds=0)
+
+
+def test_caller_mistakes_raise_before_anything_runs(warm):
+    with pytest.raises(ValueError, match="target"):
+        run_job("sandbox_targets.echo", {})
+    with pytest.raises(TypeError, match="payload"):
+        warm.run("sandbox_targets:echo", {"x": object()})
 
 
 def test_workdir_files_must_stay_inside():

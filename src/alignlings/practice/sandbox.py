@@ -6,7 +6,8 @@ never runs in the caller's process. There are two ways to start one:
 - ``run_job`` (cold): a fresh interpreter per job, inside bubblewrap where bubblewrap works.
 - ``WarmSandbox`` (warm): a long-lived fork server imports torch once; each job runs in a child
   forked from it (milliseconds instead of the ~1 s torch import), isolated with Linux namespaces
-  that we set up ourselves (the same layout bubblewrap builds).
+  that we set up ourselves: the same layout bubblewrap builds, made once as a sealed template
+  mount namespace that each job joins a private copy of.
 
 Layers, outermost first. Each result names the ones that applied in ``SandboxResult.isolation``.
 
@@ -269,7 +270,8 @@ def _visible_paths(python_path: Sequence[str], readonly: Sequence[str] = ()) -> 
     return _visible_cache[key]
 
 
-def _find_visible_paths(python_path: Sequence[str], readonly: Sequence[str] = ()) -> tuple[list[str], list[tuple[str, str]]]:
+def _find_visible_paths(python_path: Sequence[str],
+                        readonly: Sequence[str] = ()) -> tuple[list[str], list[tuple[str, str]]]:
     """What the job may read: ([directories to bind read-only at the same path], [(link, target)]).
 
     System directories, the interpreter's prefixes and every import path; nothing else of the host
@@ -643,61 +645,71 @@ def _human_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-_SIGNAL_WORDS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGILL: "illegal instruction",
-                 signal.SIGFPE: "arithmetic error", signal.SIGABRT: "aborted"}
+_SIGNAL_WORDS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
+                 signal.SIGILL: "illegal instruction", signal.SIGFPE: "arithmetic error", signal.SIGABRT: "aborted"}
 
 
-def _classify(outcome: _Outcome, limits: Limits, *, signal_from_exit_code: bool = False) -> tuple[bool, Any, str | None, str | None]:
-    """(ok, value, error_kind, error_message) from what the supervisor saw."""
-    cpu_message = f"the code used more than {limits.cpu_seconds} s of CPU time and was stopped"
-    if outcome.stopped_for == "timeout":
-        return False, None, "timeout", f"the code ran longer than {limits.wall_seconds:g} s and was stopped"
-    if outcome.stopped_for == "output_limit":
-        return False, None, "output_limit", f"the code printed more than {_human_bytes(limits.output_bytes)} and was stopped"
-    if outcome.stopped_for == "result_limit":
-        return False, None, "output_limit", f"the job's return value was larger than {_human_bytes(_RESULT_CAP)}"
-    if outcome.stopped_for == "memory":
-        return False, None, "memory", f"the code used more than {_human_bytes(limits.memory_bytes)} of memory and was stopped"
+def _classify(outcome: _Outcome, limits: Limits, *,
+              signal_from_exit_code: bool = False) -> tuple[bool, Any, str | None, str | None]:
+    """(ok, value, error_kind, error_message) from what the supervisor saw. Our own stops come
+    first, then the job's result if one came back, then how its process ended."""
+    def fail(kind: str, message: str) -> tuple[bool, Any, str, str]:
+        return False, None, kind, message
+
+    memory = f"the code used more than {_human_bytes(limits.memory_bytes)} of memory and was stopped"
+    stopped = {
+        "timeout": ("timeout", f"the code ran longer than {limits.wall_seconds:g} s and was stopped"),
+        "output_limit": ("output_limit", f"the code printed more than {_human_bytes(limits.output_bytes)} "
+                                         "and was stopped"),
+        "result_limit": ("output_limit", f"the job's return value was larger than {_human_bytes(_RESULT_CAP)}"),
+        "memory": ("memory", memory),
+    }
+    if outcome.stopped_for in stopped:
+        return fail(*stopped[outcome.stopped_for])
     if outcome.result:
         try:
             message = json.loads(outcome.result)
             status = message["status"]
         except (ValueError, KeyError, TypeError):
-            return False, None, "crashed", "the job's result could not be read: the code overwrote or cut short the channel it comes back on"
+            return fail("crashed", "the job's result could not be read: the code overwrote or cut short "
+                                   "the channel it comes back on")
         if status == "ok":
             return True, message.get("value"), None, None
         if status == "setup_error":
-            return False, None, "crashed", f"the sandbox could not be set up: {message.get('message')}"
+            return fail("crashed", f"the sandbox could not be set up: {message.get('message')}")
         tail = message.get("traceback", "")
         if message.get("memory"):
-            return False, None, "memory", f"the code used more than {_human_bytes(limits.memory_bytes)} of memory and was stopped\n{tail}"
+            return fail("memory", f"{memory}\n{tail}")
         if message.get("forbidden"):
             names = ", ".join(dict.fromkeys(message["forbidden"]))
-            return False, None, "forbidden", f"the code tried to start a new process ({names}), which is not allowed here\n{tail}"
-        return False, None, "exception", f"the code raised an exception:\n{tail}"
-    status = outcome.status
-    if status is None:
-        return False, None, "killed", "the job was stopped: the sandbox's fork server ended unexpectedly"
-    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+            return fail("forbidden", f"the code tried to start a new process ({names}), "
+                                     f"which is not allowed here\n{tail}")
+        return fail("exception", f"the code raised an exception:\n{tail}")
+    if outcome.status is None:
+        return fail("killed", "the job was stopped: the sandbox's fork server ended unexpectedly")
+    sig = os.WTERMSIG(outcome.status) if os.WIFSIGNALED(outcome.status) else None
+    code = os.WEXITSTATUS(outcome.status) if os.WIFEXITED(outcome.status) else None
     if signal_from_exit_code and code is not None and 128 < code <= 128 + 64:  # bwrap reports a signal as 128+n
         sig, code = code - 128, None
     if code is not None:
-        return False, None, "exited", f"the code exited (status {code}) before the job function returned, e.g. via sys.exit() or os._exit()"
+        return fail("exited", f"the code exited (status {code}) before the job function returned, "
+                              "e.g. via sys.exit() or os._exit()")
     if sig == signal.SIGSYS:
-        return False, None, "forbidden", "the code tried to start a new process or program, which is not allowed here, and was stopped"
+        return fail("forbidden", "the code tried to start a new process or program, which is not allowed here, "
+                                 "and was stopped")
     # RLIMIT_CPU ends a job with SIGKILL; CPU use is known from a poll or a rounded rusage, hence 0.8
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and outcome.cpu_seconds >= 0.8 * limits.cpu_seconds):
-        return False, None, "timeout", cpu_message
+        return fail("timeout", f"the code used more than {limits.cpu_seconds} s of CPU time and was stopped")
     if sig == signal.SIGXFSZ:
-        return False, None, "crashed", f"the code wrote a file larger than {_human_bytes(limits.file_size_bytes)} and was stopped"
+        return fail("crashed", f"the code wrote a file larger than {_human_bytes(limits.file_size_bytes)} "
+                               "and was stopped")
     try:
         name = signal.Signals(sig).name
     except ValueError:
         name = f"signal {sig}"
     if sig in _SIGNAL_WORDS:
-        return False, None, "crashed", f"the code crashed ({name}: {_SIGNAL_WORDS[sig]})"
-    return False, None, "killed", f"the code was killed ({name}) before it returned"
+        return fail("crashed", f"the code crashed ({name}: {_SIGNAL_WORDS[sig]})")
+    return fail("killed", f"the code was killed ({name}) before it returned")
 
 
 def _result(outcome: _Outcome, limits: Limits, isolation: str, started: float, **kw: Any) -> SandboxResult:
@@ -734,6 +746,17 @@ class _JobDir:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _check_call(target: str, payload: dict) -> None:
+    """Caller mistakes raise here, before any process starts."""
+    module_name, sep, attr = target.partition(":")
+    if not (module_name and sep and attr):
+        raise ValueError(f"target: expected 'package.module:function', got {target!r}")
+    try:
+        json.dumps(payload)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"payload: must be JSON-serialisable ({exc})") from None
 
 
 def _job_request(target: str, payload: dict, limits: Limits, jd: _JobDir, python_path: list[str]) -> dict:
@@ -875,6 +898,7 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
     same) or "rlimits". ``workdir_files`` (relative path ->
     text) are written into the job's work dir first; ``extra_pythonpath`` directories are importable
     and ``readonly_paths`` readable (everything else of the host is hidden under bubblewrap)."""
+    _check_call(target, payload)
     if isolation not in ("auto", "bubblewrap", "namespaces", "rlimits"):
         raise ValueError(f"isolation: expected 'auto', 'bubblewrap' or 'rlimits', got {isolation!r}")
     isolation = "bubblewrap" if isolation == "namespaces" else isolation  # one word for "isolated" on both paths
@@ -1023,8 +1047,9 @@ def _make_template(python_path: Sequence[str], mount_point: str) -> dict[str, An
 def _join_template(req: dict, limits: Limits) -> bool:
     """A job's root as a private copy of the template; False if the template does not fit."""
     work = req["workdir"]
-    if _template is None or not _under(work, ["/tmp"]) or \
-            _visible_paths(req["python_path"], req.get("readonly_paths", ())) != (_template["binds"], _template["links"]):
+    if _template is None or not _under(work, ["/tmp"]):
+        return False
+    if _visible_paths(req["python_path"], req.get("readonly_paths", ())) != (_template["binds"], _template["links"]):
         return False
     # the work dir goes in as a detached copy of its mount: bind mounts cannot cross namespaces
     tree = _libc.syscall(_OPEN_TREE, -100, os.fsencode(work), _OPEN_TREE_CLONE | os.O_CLOEXEC)
@@ -1184,7 +1209,8 @@ def _serve_main() -> None:
     if "error" not in ready:
         if config["isolation"] != "rlimits":
             try:
-                _template = _make_template(config["python_path"], os.path.join(os.path.dirname(config["socket"]), "root"))
+                mount_point = os.path.join(os.path.dirname(config["socket"]), "root")
+                _template = _make_template(config["python_path"], mount_point)
             except OSError:
                 _template = None
             namespaces, why, probe = _server_probe(True, config["python_path"])
@@ -1235,7 +1261,8 @@ def _serve_main() -> None:
                 conn, _ = listener.accept()
             except OSError:
                 continue
-            own = [listener.fileno(), wake_r.fileno(), wake_w.fileno(), conn.fileno(), *(c.fileno() for c in jobs.values())]
+            own = [listener.fileno(), wake_r.fileno(), wake_w.fileno(), conn.fileno(),
+                   *(c.fileno() for c in jobs.values())]
             pid = _start_job(conn, namespaces, own)
             if pid is None:
                 conn.close()
@@ -1352,9 +1379,9 @@ class WarmSandbox:
         socket_dir = tempfile.mkdtemp(prefix="alignlings-sandbox-")
         env = _job_env("/", self._python_path)  # the server's environ is what every job inherits
         env["TMPDIR"] = tempfile.gettempdir()
-        proc = subprocess.Popen([sys.executable, "-c", "from alignlings.practice.sandbox import _serve_main; _serve_main()"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
-                                start_new_session=True, close_fds=True)
+        code = "from alignlings.practice.sandbox import _serve_main; _serve_main()"
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env=env, cwd="/", start_new_session=True, close_fds=True)
         server = _Server(proc, socket_dir)
         config = {"preload": self._preload, "isolation": self._isolation_mode, "python_path": self._python_path,
                   "socket": server.socket_path}
@@ -1419,6 +1446,7 @@ class WarmSandbox:
     def run(self, target: str, payload: dict, *, limits: Limits = Limits(), workdir_files: dict[str, str] | None = None,
             extra_pythonpath: Sequence[str] = (), readonly_paths: Sequence[str] = ()) -> SandboxResult:
         """Run ``target(payload)`` in a child forked from the server; see ``run_job``."""
+        _check_call(target, payload)
         started = time.monotonic()
         with self._slots, _JobDir(workdir_files) as jd:
             python_path = (_python_path([*extra_pythonpath, *self._extra_pythonpath]) if extra_pythonpath
