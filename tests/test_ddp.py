@@ -50,10 +50,12 @@ WORKER = textwrap.dedent('''
                    gradient_accumulation_steps=2, **common), train_dataset=pairs, processing_class=tok)
     t.train(); save("dpo", t)
     t = RewardTrainer(model(), args=RewardConfig(output_dir=os.path.join(out, "reward"), learning_rate=1e-3,
-                      **common), train_dataset=pairs, processing_class=tok)
+                      center_rewards_coefficient=0.01, **common), train_dataset=pairs, processing_class=tok)
     t.train(); save("reward", t)
     prompts = [{"prompt": p["prompt"], "answer": p["chosen"]} for p in pairs]
-    t = GRPOTrainer(model(), toy.exact_match_reward, args=GRPOConfig(output_dir=os.path.join(out, "grpo"),
+    def count_ones(prompts, completions, **kwargs):
+        return [float(c.count("1")) for c in completions]
+    t = GRPOTrainer(model(), [toy.exact_match_reward, count_ones], args=GRPOConfig(output_dir=os.path.join(out, "grpo"),
                     learning_rate=1e-2, num_generations=4, max_completion_length=3, beta=0.1,
                     scale_rewards="batch", **common), train_dataset=prompts, processing_class=tok)
     t.train(); save("grpo", t)
@@ -102,7 +104,11 @@ def test_dpo_two_processes_equal_one(ddp_run, tmp_path):
 
 @pytest.mark.slow
 def test_reward_two_processes_equal_one(ddp_run, tmp_path):
-    one = _single_process(RewardTrainer, RewardConfig, tmp_path, per_device_train_batch_size=8)
+    # The centring term gives the value head's bias (and ln_f's) a gradient: under the plain
+    # Bradley-Terry loss theirs is exactly 0 (dL/dr_c = -dL/dr_r), so float noise of either run
+    # would be all Adam sees, and Adam turns noise of any size into steps of size lr.
+    one = _single_process(RewardTrainer, RewardConfig, tmp_path, per_device_train_batch_size=8,
+                          center_rewards_coefficient=0.01)
     two = torch.load(ddp_run / "reward_rank0.pt")
     _assert_close(one, two, atol=1e-5)
     _assert_close(two, torch.load(ddp_run / "reward_rank1.pt"), atol=0)

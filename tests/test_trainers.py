@@ -234,3 +234,50 @@ def test_final_model_plot_and_latest_checkpoint(tok, tmp_path):
     assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-2"]
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert reloaded.config.n_embd == 32
+
+
+def test_trainers_run_a_llama_model(tok, tmp_path):
+    # Any transformers causal LM: a tiny Llama (rotary positions, untied head) through all three.
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def llama():
+        torch.manual_seed(0)
+        return LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                            max_position_embeddings=32, pad_token_id=tok.pad_token_id,
+                                            eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id))
+
+    history = DPOTrainer(llama(), args=DPOConfig(**common(tmp_path / "dpo", learning_rate=3e-3, max_steps=6,
+                                                          per_device_train_batch_size=8)),
+                         train_dataset=PAIRS, processing_class=tok).train()
+    assert history[-1]["loss"] < history[0]["loss"]
+    history = RewardTrainer(llama(), args=RewardConfig(**common(tmp_path / "rm", learning_rate=3e-3, max_steps=6,
+                                                                per_device_train_batch_size=8)),
+                            train_dataset=PAIRS, processing_class=tok).train()
+    assert history[-1]["loss"] < history[0]["loss"]
+    history = GRPOTrainer(llama(), count_ones, args=GRPOConfig(**common(
+        tmp_path / "grpo", learning_rate=3e-3, max_steps=2, per_device_train_batch_size=8, num_generations=4,
+        max_completion_length=4, num_iterations=2)), train_dataset=PROMPTS, processing_class=tok).train()
+    # step 1 is on-policy: ratio exactly 1, so nothing is clipped (positions match generation)
+    assert history[0]["clip_ratio/region_mean"] == 0.0
+
+
+def test_grpo_ratio_starts_at_one_with_left_padding(tok, tmp_path):
+    # Prompts of different lengths are left-padded for generate. Scoring must number positions from
+    # the first real token, as generate does, or the log-probs would not be those of the sampling
+    # policy. Check: the kept old log-probs equal a rescoring of each row without any padding.
+    args = GRPOConfig(**common(tmp_path, learning_rate=1e-3, per_device_train_batch_size=16, num_generations=4,
+                               max_completion_length=4, max_steps=1, num_iterations=2))
+    trainer = GRPOTrainer(tiny(tok), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok)
+    batch = trainer.generate_and_score(trainer.data.next())
+    assert batch["input_ids"][:, 0].eq(tok.pad_token_id).any()  # some rows are left-padded
+    from alignlings.trainers.modeling import lm_logits
+
+    # rescore row by row without padding: the same log-probs
+    for row in range(0, 16, 5):
+        keep = batch["attention_mask"][row].bool()
+        ids = batch["input_ids"][row][keep].unsqueeze(0)
+        logits = lm_logits(trainer.model, ids, torch.ones_like(ids))
+        n = int(batch["completion_mask"][row].sum())
+        logp = torch.log_softmax(logits[0, -n - 1:-1], -1).gather(-1, ids[0, -n:].unsqueeze(-1)).squeeze(-1)
+        torch.testing.assert_close(batch["old_logps"][row][:n], logp, atol=1e-5, rtol=0)
