@@ -445,30 +445,38 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
     except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the job's
         _write_all(result_fd, json.dumps({"status": "setup_error", "message": f"{type(exc).__name__}: {exc}"}).encode())
         os._exit(70)
+    # Bound before learner code runs: patching json.dumps or os._exit cannot reroute the result.
+    # (Code in this process can still forge its own return value by other means; the grader's
+    # checks, which run alongside it, are what guard a verdict.)
+    dumps, write_all, close, exit_now, flush = json.dumps, _write_all, os.close, os._exit, _flush_std
     try:
         value = _resolve(req["target"])(req["payload"])
         try:
-            message = json.dumps({"status": "ok", "value": value})
+            message = dumps({"status": "ok", "value": value})
         except (TypeError, ValueError) as exc:
-            message = json.dumps({"status": "exception", "type": type(exc).__name__, "forbidden": [],
-                                  "memory": False, "traceback":
-                                  f"the job function returned a value that is not JSON-serialisable: {exc}"})
+            message = dumps({"status": "bad_value", "message": f"{type(exc).__name__}: {exc}"})
     except SystemExit as exc:  # sys.exit() inside the job: it ends without returning
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        _flush_std()
-        os._exit(code & 0xFF)
+        flush()
+        exit_now(code & 0xFF)
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
-        message = json.dumps({"status": "exception", "type": type(exc).__name__,
-                              "forbidden": list(_forbidden_attempts), "memory": _is_memory_error(exc),
-                              "traceback": _traceback_tail(exc)})
-    _flush_std()
+        message = dumps({"status": "exception", "type": type(exc).__name__,
+                         "forbidden": list(_forbidden_attempts), "memory": _is_memory_error(exc),
+                         "traceback": _traceback_tail(exc)})
+    flush()
     # Close stdout/stderr before the result goes out: the supervisor sees every pipe at EOF and can
     # return without waiting for the kernel to tear down this process (~5 ms for a torch process).
-    os.close(1)
-    os.close(2)
-    _write_all(result_fd, message.encode())
-    os.close(result_fd)
-    os._exit(0)
+    for fd in (1, 2):
+        try:
+            close(fd)
+        except OSError:  # the job closed it already
+            pass
+    try:
+        write_all(result_fd, message.encode())
+        close(result_fd)
+    except OSError:  # the job closed the channel: the supervisor reports a missing result
+        pass
+    exit_now(0)
 
 
 def _flush_std() -> None:
@@ -677,6 +685,9 @@ def _classify(outcome: _Outcome, limits: Limits, *,
             return True, message.get("value"), None, None
         if status == "setup_error":
             return fail("crashed", f"the sandbox could not be set up: {message.get('message')}")
+        if status == "bad_value":
+            return fail("exception", "the job function returned a value that is not JSON-serialisable: "
+                                     f"{message.get('message')}")
         tail = message.get("traceback", "")
         if message.get("memory"):
             return fail("memory", f"{memory}\n{tail}")
