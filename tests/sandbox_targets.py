@@ -192,3 +192,8 @@ def corrupt_result(payload: dict) -> None:
 def sleep_then_return(payload: dict) -> str:
     time.sleep(payload["seconds"])
     return "done"
+
+
+def read_text(payload: dict) -> str:
+    with open(payload["path"]) as f:
+        return f.read()

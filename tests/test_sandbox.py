@@ -141,12 +141,14 @@ def warm():
 
 @pytest.fixture(params=["cold", "warm"])
 def run(request):
-    """run(target_name, payload, **kw) on the path under test."""
+    """run(name, payload, **kw) on the path under test; a bare name is one in sandbox_targets."""
+    def target(name: str) -> str:
+        return name if ":" in name else f"sandbox_targets:{name}"
+
     if request.param == "warm":
         sandbox = request.getfixturevalue("warm")
-        return lambda name, payload=None, **kw: sandbox.run(f"sandbox_targets:{name}", payload or {}, **kw)
-    return lambda name, payload=None, **kw: run_job(f"sandbox_targets:{name}", payload or {},
-                                                    extra_pythonpath=[TESTS], **kw)
+        return lambda name, payload=None, **kw: sandbox.run(target(name), payload or {}, **kw)
+    return lambda name, payload=None, **kw: run_job(target(name), payload or {}, extra_pythonpath=[TESTS], **kw)
 
 
 def needs(result: SandboxResult, layer: str) -> None:
@@ -172,6 +174,13 @@ def test_value_output_and_workdir(run):
     assert result.value["home"] == result.value["cwd"]
     assert "hello from the job" in result.stdout and "to stderr" in result.stdout
     assert not os.path.exists(result.value["cwd"]), "the work dir is deleted afterwards"
+
+
+def test_target_module_from_the_workdir(run):
+    files = {"solution.py": "def answer(payload):\n    return payload['q'] * 2\n"}
+    result = run("solution:answer", {"q": 21}, workdir_files=files)
+    assert result.ok, result
+    assert result.value == 42
 
 
 def test_workdir_and_tmp_are_writable(run):

@@ -423,8 +423,7 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
         os.environ.update(req["env"])
         for p in reversed([workdir, *req["python_path"]]):
             if p not in sys.path:
-                sys.path.insert(0, p)
-        importlib.invalidate_caches()
+                sys.path.insert(0, p)  # new entries get fresh finders: no cache to invalidate
         if uid is not None:
             _chown_tree(workdir, uid)
         _apply_rlimits(limits, nproc=uid is not None and limits.processes > 1)
