@@ -104,7 +104,7 @@ def main() -> None:
             fb = timed(lambda: (clear(), fn())[1], args.repeats, backward=True)
             result[who] = (fwd, fb, saved_bytes(fn))
         rows.append((name, result))
-    print(f"{'case':24} {'who':5} {'fwd ms':>9} {'fwd+bwd ms':>11} {'saved MB':>9}")
+    print(f"{'case':24} {'who':5} {'fwd ms':>9} {'fwd+bwd ms':>11} {'saved KB':>9}")
     for name, result in rows:
         for who, (fwd, fb, mem) in result.items():
             print(f"{name:24} {who:5} {fwd * 1e3:9.3f} {fb * 1e3:11.3f} {mem / 2**10:9.1f}")
