@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import io
 import re
 import tokenize
@@ -47,6 +48,11 @@ def _comments(source: str) -> list[tuple[int, int, str]]:
 
 
 def find_blanks(source: str) -> list[Blank]:
+    return list(_find_blanks(source))
+
+
+@functools.lru_cache(maxsize=64)
+def _find_blanks(source: str) -> tuple[Blank, ...]:
     lines = source.splitlines()
     try:
         tree = ast.parse(source)
@@ -85,7 +91,7 @@ def find_blanks(source: str) -> list[Blank]:
             index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset,
             answer=line[node.col_offset:node.end_col_offset], target=target, comment_start=col,
         ))
-    return blanks
+    return tuple(blanks)
 
 
 def _strip_marker(line: str, blank: Blank) -> str:
@@ -160,10 +166,10 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
     blank_at = {b.line - 1: b for b in blanks}  # template line index -> blank (render keeps line numbers)
     src_lines = source.splitlines()
 
-    def significant(lines):
-        return [(i, _strip_comment(line).strip()) for i, line in enumerate(lines) if _strip_comment(line).strip()]
+    def significant(text):
+        return [(i, code.strip()) for i, code in enumerate(_code_lines(text)) if code.strip()]
 
-    sig_t, sig_l = significant(tmpl_lines), significant(learner.splitlines())
+    sig_t, sig_l = significant("\n".join(tmpl_lines)), significant(learner)
     matcher = difflib.SequenceMatcher(None, [c for _, c in sig_t], [c for _, c in sig_l], autojunk=False)
     fills: dict[int, str | None] = {b.index: None for b in blanks}
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -188,6 +194,20 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
                     fills[b.index] = text[len(before): len(text) - len(after)].strip()
                     break
     return fills
+
+
+def _code_lines(text: str) -> list[str]:
+    """The text's lines without their comments: one tokenizer pass, per line if the file does not tokenize."""
+    lines = text.splitlines()
+    try:
+        out = list(lines)
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                out[row - 1] = out[row - 1][:col].rstrip()
+        return out
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [_strip_comment(line) for line in lines]
 
 
 def _strip_comment(line: str) -> str:

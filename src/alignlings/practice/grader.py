@@ -117,7 +117,7 @@ class Grader:
 
             # exercise.toml may name heavy modules its checks import (e.g. transformers): the fork
             # server imports them once instead of every job
-            preload = ["torch", "alignlings.practice.runner"]
+            preload = ["torch", "alignlings.practice.runner", "alignlings.practice.runner:warm_up"]
             for ex in self.pack:
                 preload += [m for m in ex.meta.get("preload", []) if m not in preload]
             self._warm = WarmSandbox(preload=preload, isolation=isolation)
