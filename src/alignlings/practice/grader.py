@@ -87,6 +87,9 @@ def describe_case(result: dict, lang: str) -> str:
             text = msg("value", lang, case=case, max=fmt(d.get("max_abs_diff", "?")),
                        mean=fmt(d.get("mean_abs_diff", d.get("max_abs_diff", "?"))), first=_first(d))
     note = (result.get("note") or {}).get(lang) or (result.get("note") or {}).get("en")
+    finite_mismatch = (result.get("diff") or {}).get("reason") not in (None, "nonfinite")
+    if result.get("kind") == "edge" and finite_mismatch:
+        note = None  # an edge case's note explains the instability it probes, not a plainly wrong value
     return f"{text}. {note}" if note else text
 
 
