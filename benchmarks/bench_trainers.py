@@ -8,7 +8,8 @@ toy character vocabulary, saved to a temporary folder and loaded from there by b
 DPO reference from ``config._name_or_path``). GRPO: G = 8 completions of one prompt per step, 16 new
 tokens at temperature 1, beta = 0 (TRL's default), a cheap reward function. DPO: 8 pairs per step,
 beta = 0.1, reference log-probs per batch. Both on the CPU in float32 (TRL: ``use_cpu=True``,
-``bf16=False``), AdamW, logging every 10 steps, no checkpoints, torch's default thread count.
+``bf16=False``), AdamW, logging every 10 steps, no checkpoints, one torch thread each (``--threads``;
+for a 64-wide model a second thread costs more in hand-offs than it saves, for both libraries).
 
 Each (library, trainer) pair runs in its own subprocess so peak RSS (``ru_maxrss``: imports, model,
 optimiser, activations) is its own. Steps/s is measured over the steps after the first
@@ -58,17 +59,19 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _run_case(case: str, folder: Path, steps: int, warmup: int) -> dict:
+def _run_case(case: str, folder: Path, steps: int, warmup: int, threads: int) -> dict:
     """One measurement in this (fresh) process."""
     t0 = time.perf_counter()
     import torch
 
+    if threads:
+        torch.set_num_threads(threads)
     lib, kind = case.split("-")
     if lib == "trl":
+        import datasets
         import trl  # noqa: F401
     else:
-        import alignlings.trainers  # noqa: F401
-    import datasets
+        import alignlings.trainers  # noqa: F401  (takes plain lists: no datasets / pyarrow import)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import_s = time.perf_counter() - t0
@@ -132,10 +135,12 @@ def _run_case(case: str, folder: Path, steps: int, warmup: int) -> dict:
             "setup_s": setup_s, "steps": len(stamps), "threads": torch.get_num_threads()}
 
 
-def _measure(case: str, folder: Path, steps: int, warmup: int) -> dict:
+def _measure(case: str, folder: Path, steps: int, warmup: int, threads: int) -> dict:
     cmd = [sys.executable, __file__, "--one", case, "--folder", str(folder), "--steps", str(steps),
-           "--warmup", str(warmup)]
+           "--warmup", str(warmup), "--threads", str(threads)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
     if proc.returncode != 0:
         raise RuntimeError(f"{case} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
@@ -148,11 +153,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="first steps left out of the rate (default 10)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case; the median is reported (default 3)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for both libraries (default 1, fastest for this model; 0 = torch's default)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.one:
-        print(json.dumps(_run_case(a.one, Path(a.folder), a.steps, a.warmup)))
+        print(json.dumps(_run_case(a.one, Path(a.folder), a.steps, a.warmup, a.threads)))
         return
 
     cases = [c for c in a.cases.split(",") if c]
@@ -162,7 +169,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {c: [] for c in cases}
         for r in range(a.repeats):  # interleaved, so a slow spell of the machine hits every case
             for case in cases:
-                runs[case].append(_measure(case, folder, a.steps, a.warmup))
+                runs[case].append(_measure(case, folder, a.steps, a.warmup, a.threads))
                 m = runs[case][-1]
                 print(f"  run {r + 1} {case:10s} {m['steps_per_s']:7.1f} steps/s  {m['peak_rss_mb']:6.0f} MB", flush=True)
     median = {c: {k: statistics.median(m[k] for m in runs[c]) for k in ("steps_per_s", "peak_rss_mb", "import_s", "setup_s")}
@@ -188,7 +195,7 @@ def main() -> None:
 
     meta = {"steps": a.steps, "warmup": a.warmup, "repeats": a.repeats, "torch": torch.__version__,
             "transformers": transformers.__version__, "trl": trl.__version__, "cpus": os.cpu_count(),
-            "threads": torch.get_num_threads()}
+            "threads": a.threads or "torch default"}
     (RESULTS / "bench_trainers.json").write_text(json.dumps({"meta": meta, "median": median, "runs": runs}, indent=2))
     (RESULTS / "bench_trainers.md").write_text(table + f"\n\nimport time (median): {imports}\n\n{json.dumps(meta)}\n")
 

@@ -126,9 +126,11 @@ class BaseTrainer:
         else:
             self.max_steps = args.max_steps
         params = [p for p in self.model.parameters() if p.requires_grad]
+        fused = args.optim == "adamw_torch_fused" and all(
+            p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
         self.optimizer = torch.optim.AdamW(
             params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-            eps=args.adam_epsilon, weight_decay=args.weight_decay,
+            eps=args.adam_epsilon, weight_decay=args.weight_decay, fused=fused or None,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, _lr_lambda(args.lr_scheduler_type, args.warmup_steps, self.max_steps)

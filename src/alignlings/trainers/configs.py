@@ -67,6 +67,10 @@ class TrainerConfig:
     adam_epsilon: float = 1e-8
     """AdamW epsilon (default 1e-8)."""
 
+    optim: str = "adamw_torch_fused"
+    """"adamw_torch_fused" (default, TRL's: one fused kernel for all parameters, CPU or GPU) or
+    "adamw_torch" (the per-parameter loop)."""
+
     lr_scheduler_type: str = "linear"
     """"linear" (default, TRL's: decay to 0 at ``max_steps``), "constant" or "cosine"."""
 
@@ -113,6 +117,7 @@ class TrainerConfig:
         check_range("num_train_epochs", float(self.num_train_epochs), low=0.0, low_open=True)
         check_range("max_grad_norm", float(self.max_grad_norm), low=0.0)
         check_range("weight_decay", float(self.weight_decay), low=0.0)
+        check_choice("optim", self.optim, ("adamw_torch_fused", "adamw_torch"))
         check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
         check_range("warmup_steps", self.warmup_steps, low=0)
         _positive_int("logging_steps", self.logging_steps)

@@ -17,6 +17,7 @@ Shapes: B rows, T tokens (prompt + completion), P prompt tokens.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,34 +25,42 @@ from typing import Any
 import torch
 
 
-def load_rows(spec: Any):
-    """A ``datasets.Dataset`` from a Dataset, a list of dicts, or a path.
+def load_rows(spec: Any) -> list[dict]:
+    """The training rows as a list of dicts, from a ``datasets.Dataset``, a list of dicts, or a path.
 
-    Paths: ``.jsonl``/``.json``, ``.csv``, ``.parquet`` files, or a folder written by
-    ``Dataset.save_to_disk``. (Hub names are left out on purpose: training here runs offline.)
+    Paths: ``.jsonl`` / ``.json`` files are read with the json module (``datasets`` and pyarrow, about
+    90 MB of memory, are only imported when needed); ``.csv``, ``.parquet`` and folders written by
+    ``Dataset.save_to_disk`` go through ``datasets``. Hub names are left out on purpose: training here
+    runs offline.
     """
+    if isinstance(spec, list):
+        return spec
+    if hasattr(spec, "to_list"):  # a datasets.Dataset
+        return spec.to_list()
+    path = Path(spec)
+    if path.suffix in (".jsonl", ".json") and path.is_file():
+        text = path.read_text()
+        if path.suffix == ".json" and text.lstrip().startswith("["):
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
     import datasets
 
-    if isinstance(spec, (datasets.Dataset, datasets.IterableDataset)):
-        return spec
-    if isinstance(spec, list):
-        return datasets.Dataset.from_list(spec)
-    path = Path(spec)
     if path.is_dir():
         loaded = datasets.load_from_disk(str(path))
-        return loaded["train"] if isinstance(loaded, datasets.DatasetDict) else loaded
-    kinds = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+        return (loaded["train"] if isinstance(loaded, datasets.DatasetDict) else loaded).to_list()
+    kinds = {".csv": "csv", ".parquet": "parquet"}
     if path.suffix not in kinds:
         raise ValueError(f"dataset: expected a .jsonl/.json/.csv/.parquet file or a saved dataset folder, got {spec!r}")
-    return datasets.load_dataset(kinds[path.suffix], data_files=str(path), split="train")
+    return datasets.load_dataset(kinds[path.suffix], data_files=str(path), split="train").to_list()
 
 
-def check_columns(dataset, required: Sequence[str], trainer: str) -> None:
-    missing = [c for c in required if c not in dataset.column_names]
+def check_columns(rows: list[dict], required: Sequence[str], trainer: str) -> None:
+    if not rows:
+        raise ValueError(f"train_dataset: {trainer} got no rows")
+    missing = [c for c in required if c not in rows[0]]
     if missing:
         raise ValueError(
-            f"train_dataset: {trainer} expects columns {list(required)}, missing {missing}; "
-            f"got {dataset.column_names}"
+            f"train_dataset: {trainer} expects columns {list(required)}, missing {missing}; got {sorted(rows[0])}"
         )
 
 

@@ -103,6 +103,7 @@ class Demo:
     def warm_up(self) -> StageResult:
         start = time.perf_counter()
         self.model = toy.make_model(self.tokenizer, seed=self.seed)
+        untrained = self.accuracy(self.model)
         teacher = toy.teacher_rows(self.train_rows, self.sizes.forget_carry, seed=self.seed)
         cfg = dataclasses.replace(self.sizes.warmup, seed=self.seed)
         losses = toy.warm_up(self.model, self.tokenizer, teacher, cfg, progress=self.show)
@@ -111,7 +112,7 @@ class Demo:
         self.model.save_pretrained(self.out / "warmup")
         self.tokenizer.save_pretrained(self.out / "warmup")
         _plot_losses(losses, self.out / "warmup" / "loss.png")
-        result = StageResult("warm-up (SFT on the sloppy teacher)", "held-out accuracy", 0.0, self.warm_accuracy,
+        result = StageResult("warm-up (SFT on the sloppy teacher)", "held-out accuracy", untrained, self.warm_accuracy,
                              time.perf_counter() - start, cfg.steps)
         self.teacher_accuracy = teacher_acc
         self.results.append(result)
@@ -233,10 +234,14 @@ def run_demo(output_dir: str | Path = "runs/demo", *, quick: bool = False, seed:
     """Run every stage, print and write the results table; returns the ``Demo``."""
     from rich.console import Console
 
+    from transformers.utils import logging as hf_logging
+
     console = Console()
     sizes = DemoSizes.quick() if quick else DemoSizes()
-    before_threads = torch.get_num_threads()
+    before_threads, before_verbosity = torch.get_num_threads(), hf_logging.get_verbosity()
     torch.set_num_threads(sizes.num_threads)
+    hf_logging.set_verbosity_error()  # generate's padding hint and save_pretrained's shard bar are noise here
+    hf_logging.disable_progress_bar()
     try:
         demo = Demo(output_dir, sizes, seed=seed, show=show)
         demo.out.mkdir(parents=True, exist_ok=True)
@@ -257,3 +262,5 @@ def run_demo(output_dir: str | Path = "runs/demo", *, quick: bool = False, seed:
         return demo
     finally:
         torch.set_num_threads(before_threads)
+        hf_logging.set_verbosity(before_verbosity)
+        hf_logging.enable_progress_bar()

@@ -85,7 +85,7 @@ class GRPOTrainer(BaseTrainer):
             raise ValueError(f"reward_weights: expected {K} weights, one per reward function, got {len(weights)}")
         self.reward_weights = torch.tensor(weights, dtype=torch.float32)
 
-        self.rows = dataset.to_list()
+        self.rows = dataset
         self.prompt_ids = [tokenize_prompt(processing_class, row["prompt"]) for row in self.rows]
         self.pad_id = pad_token_id(processing_class)
         self.gen_config = generation_config(
@@ -123,7 +123,7 @@ class GRPOTrainer(BaseTrainer):
         return {
             "lengths": until_eos.sum(1),
             "input_ids": torch.cat([prompt_ids, completion_ids], dim=1),
-            "attention_mask": torch.cat([prompt_mask, completion_mask], dim=1),
+            "attention_mask": torch.cat([prompt_mask, until_eos], dim=1),
             "completion_mask": torch.cat([torch.zeros_like(prompt_mask), completion_mask], dim=1),
             "completion_ids": completion_ids,
             "truncated": truncated,

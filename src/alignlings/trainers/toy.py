@@ -21,8 +21,8 @@ import random
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
-from alignlings.logprobs import sequence_logprobs
 from alignlings.trainers.data import collate_completions, left_pad_prompts, tokenize_pair, tokenize_prompt
 from alignlings.trainers.modeling import lm_logits
 
@@ -152,9 +152,9 @@ def warm_up(model, tokenizer, rows: list[dict], cfg: WarmUp = WarmUp(), *, progr
         for _ in range(cfg.steps):
             chosen = rng.sample(pairs, cfg.batch_size)
             batch = collate_completions([p for p, _ in chosen], [c for _, c in chosen], tokenizer.pad_token_id)
-            logits = lm_logits(model, batch["input_ids"], batch["attention_mask"])
-            logps = sequence_logprobs(logits, batch["input_ids"], mask=batch["completion_mask"], shift=True)
-            loss = -logps.per_token.sum() / logps.mask.sum()  # mean NLL of the answer tokens
+            logits = lm_logits(model, batch["input_ids"], batch["attention_mask"])  # [B, T, V]
+            labels = batch["input_ids"].masked_fill(batch["completion_mask"] == 0, -100)  # answer tokens only
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())  # mean NLL
             loss.backward()
             optimizer.step()
             scheduler.step()
