@@ -125,7 +125,7 @@ class BaseTrainer:
             self.max_steps = max(1, int(args.num_train_epochs * self.data.batches_per_epoch))
         else:
             self.max_steps = args.max_steps
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self._trainable = [p for p in self.model.parameters() if p.requires_grad]
         fused = args.optim == "adamw_torch_fused" and all(
             p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
         self.optimizer = torch.optim.AdamW(
@@ -152,7 +152,7 @@ class BaseTrainer:
 
     def optimizer_step(self) -> dict[str, float]:
         """Clip, step, schedule, zero; returns ``grad_norm`` (before clipping) and ``learning_rate``."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self._trainable
         max_norm = self.args.max_grad_norm if self.args.max_grad_norm > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         lr = self.scheduler.get_last_lr()[0]

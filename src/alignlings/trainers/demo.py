@@ -59,7 +59,7 @@ class DemoSizes:
         sizes = cls()
         sizes.pair_prompts = 2000
         sizes.heldout_pair_prompts = 300
-        sizes.reward.update(per_device_train_batch_size=32, max_steps=200)
+        sizes.reward["max_steps"] = 300
         sizes.dpo["max_steps"] = 60
         sizes.grpo.update(per_device_train_batch_size=128, max_steps=60)
         return sizes
