@@ -13,7 +13,7 @@ the command::
     num_generations = 8
 
 Any field can be overridden with ``--set key=value`` (repeatable) or the common flags below. The same
-command runs under ``torchrun --nproc_per_node N -m alignlings.cli.app train ...`` (DDP).
+command runs under ``torchrun --nproc_per_node N -m alignlings train ...`` (DDP).
 torch and transformers are imported inside the commands so ``alignlings --help`` stays fast.
 """
 

@@ -207,7 +207,8 @@ class BaseTrainer:
             if self.tokenizer is not None and hasattr(self.tokenizer, "save_pretrained"):
                 self.tokenizer.save_pretrained(out)
         if self.args.plot and self.log.history:
-            plot_metrics(self.log.history, out / "metrics.png", title=f"{self.name} ({out.name})")
+            plot_metrics(self.log.history, out / "metrics.png", title=f"{type(self).__name__}: {out}",
+                         first=self.progress_keys)
 
     # -- checkpoints ------------------------------------------------------------------------------
 

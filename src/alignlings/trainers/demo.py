@@ -230,6 +230,18 @@ def _plot_summary(results: list[StageResult], path: Path) -> None:
     plt.close(fig)
 
 
+def _rich_table(results: list[StageResult]):
+    from rich.table import Table
+
+    table = Table(title="toy addition: before and after each stage")
+    for column in ("stage", "metric", "before", "after", "change", "steps", "time"):
+        table.add_column(column, justify="left" if column in ("stage", "metric") else "right")
+    for r in results:
+        table.add_row(r.stage, r.metric, f"{r.before:.1%}", f"{r.after:.1%}", f"{r.after - r.before:+.1%}",
+                      str(r.steps), f"{r.seconds:.0f} s")
+    return table
+
+
 def run_demo(output_dir: str | Path = "runs/demo", *, quick: bool = False, seed: int = 0, show: bool = True) -> Demo:
     """Run every stage, print and write the results table; returns the ``Demo``."""
     from rich.console import Console
@@ -256,8 +268,8 @@ def run_demo(output_dir: str | Path = "runs/demo", *, quick: bool = False, seed:
             console.print(f"[bold]{i}/5 {label}[/bold]")
             r = stage()
             console.print(f"    {r.metric}: {r.before:.1%} -> {r.after:.1%} in {r.seconds:.0f} s")
-        table = demo.write_results()
-        console.print(table)
+        demo.write_results()
+        console.print(_rich_table(demo.results))
         console.print(f"plots and metrics in {demo.out}/ (summary.png, */metrics.png, */metrics.jsonl)")
         return demo
     finally:

@@ -91,8 +91,8 @@ class Progress:
 
 
 def plot_metrics(rows: list[dict[str, float]], path: str | Path, *, title: str = "",
-                 keys: list[str] | None = None) -> Path:
-    """One small panel per metric against the step; returns the PNG's path."""
+                 keys: list[str] | None = None, first: tuple[str, ...] = ()) -> Path:
+    """One small panel per metric against the step (the ``first`` ones first); returns the PNG's path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,6 +101,7 @@ def plot_metrics(rows: list[dict[str, float]], path: str | Path, *, title: str =
     if keys is None:
         keys = [k for k in (rows[0] if rows else {}) if k != "step"]
         keys += sorted({k for r in rows for k in r} - set(keys) - {"step"})
+        keys = [k for k in first if k in keys] + [k for k in keys if k not in first]
     n = max(len(keys), 1)
     cols = min(3, n)
     nrows = math.ceil(n / cols)
@@ -116,7 +117,7 @@ def plot_metrics(rows: list[dict[str, float]], path: str | Path, *, title: str =
         ax.axis("off")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97) if title else None)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
