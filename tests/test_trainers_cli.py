@@ -75,3 +75,18 @@ def test_every_train_command_is_documented():
     result = CliRunner().invoke(app, ["train", "--help"])
     for name in ("dpo", "reward", "grpo", "demo"):
         assert name in result.output
+
+
+def test_example_configs_are_valid():
+    from pathlib import Path
+
+    from alignlings.trainers import configs
+
+    examples = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*_toy.toml"))
+    assert {p.stem for p in examples} >= {"dpo_toy", "reward_toy", "grpo_toy"}
+    classes = {"dpo": configs.DPOConfig, "reward": configs.RewardConfig, "grpo": configs.GRPOConfig}
+    for path in examples:
+        kind = path.stem.split("_")[0]
+        raw = configs.read_toml(path)
+        assert raw["model"] and raw["dataset"]
+        configs.load_config(classes[kind], raw[kind])

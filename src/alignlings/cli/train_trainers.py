@@ -73,7 +73,7 @@ def _load_dataset(spec: str, kind: str, model=None, tokenizer=None):
     train, _ = toy.addition_rows(0)
     if kind == "prompts":
         return train
-    return toy.preference_pairs(model, tokenizer, train[:2000], seed=0)
+    return toy.preference_pairs(model, tokenizer, train[:5000], seed=0)  # as the demo
 
 
 def _load_reward_func(spec: str):
