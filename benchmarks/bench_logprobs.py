@@ -2,7 +2,7 @@
 
     python benchmarks/bench_logprobs.py            # B=8 T=512 V=32000 and B=4 T=1024 V=151936, float32
     python benchmarks/bench_logprobs.py --small    # a quick run at small sizes
-    python benchmarks/bench_logprobs.py --sizes 8x512x32000 --hidden 1024 --repeats 3
+    python benchmarks/bench_logprobs.py --sizes 8x512x32000 --hidden 1024 --rounds 3 --threads 1
 
 Methods (each computes per-token log-probs of B*T labels and sums them per sequence; the loss is the
 total, so fwd+bwd produces the gradient with respect to the inputs):
@@ -197,13 +197,14 @@ def measure(B: int, T: int, V: int, H: int, methods: list[str], rounds: int | No
         r.update(method=m, size=(B, T, V, H))
         results.append(r)
         print(f"  {B}x{T}x{V} {m} memory: {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
-    # default rounds: 2 at small sizes; at large ones 1, and the fused methods keep their memory-run times
-    timed = [m for m in methods if rounds or not (big and m in FUSED)]
-    n = rounds or (1 if big else 2)
+    # default: one round, except for the fused methods at large sizes, which keep their memory-run times
+    timed = [m for m in methods if rounds is not None or not (big and m in FUSED)]
+    n = 1 if rounds is None else rounds
     if timed and n:
         t0 = time.perf_counter()
         times = run_in_subprocess("timing", timed, B, T, V, H, n, threads)
-        print(f"  {B}x{T}x{V} timing x{n}: {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+        print(f"  {B}x{T}x{V} timing x{n}: {time.perf_counter() - t0:.0f}s {times.get('error', '')}",
+              file=sys.stderr, flush=True)
         for r in results:
             for key in ("fwd_s", "fwd_bwd_s"):
                 if "error" not in r and r["method"] in times:
@@ -243,7 +244,8 @@ def format_table(results: list[dict]) -> str:
 
             beyond = (r["fwd_bwd_peak"] - r["grad_bytes"]) / r["logits_bytes"]
             lines.append(
-                f"{r['method']:<12} {r['runs']:4d} {r['fwd_s']:8.3f} {ratio('fwd_s')} {r['fwd_bwd_s']:10.3f} {ratio('fwd_bwd_s')} "
+                f"{r['method']:<12} {r['runs']:4d} {r['fwd_s']:8.3f} {ratio('fwd_s')} "
+                f"{r['fwd_bwd_s']:10.3f} {ratio('fwd_bwd_s')} "
                 f"{r['fwd_peak'] / MB:9.0f} {ratio('fwd_peak')} {r['fwd_bwd_peak'] / MB:11.0f} "
                 f"{ratio('fwd_bwd_peak')} {beyond:18.3f}"
             )
@@ -262,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=1024, help="H for the fused methods (default 1024)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma list of {', '.join(METHODS)}")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="interleaved timing rounds after the memory runs (default 2; when B*T*V > 2**27, "
-                             "1, and the fused methods are timed by their memory run only)")
+                        help="interleaved timing rounds after the memory runs (default 1, and none for the fused "
+                             "methods when B*T*V > 2**27: their memory run is their only timed run)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in the workers (default: torch's)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

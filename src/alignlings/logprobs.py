@@ -56,18 +56,18 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype if dtype in (torch.float32, torch.float64) else torch.float32
 
 
-def _logsumexp(z: torch.Tensor, work: torch.Tensor) -> torch.Tensor:
-    """Row-wise logsumexp of z [n, V], using ``work`` [n, V] (may be z itself) for exp(z - max).
+def _max_sumexp(z: torch.Tensor, work: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row max m and s = sum exp(z - m) of z [n, V], using ``work`` [n, V] (may be z itself) for exp(z - m).
 
-    The same operations as ``torch.logsumexp`` (ATen: amax, maxes at +-inf replaced by 0, exp, sum,
-    log, add max), so the results are bitwise identical, but without its [n, V] temporary: every
-    chunk reuses one buffer, so the loop allocates nothing large (a fresh multi-MB block per chunk
-    means an mmap, page faults and an munmap each time).
+    logsumexp(z) = log(s) + m is then computed with the same operations as ``torch.logsumexp``
+    (ATen: amax, maxes at +-inf replaced by 0, exp, sum, log, add), so bitwise identical, but without
+    its [n, V] temporary: every chunk reuses one buffer, so the loop allocates nothing large (a fresh
+    multi-MB block per chunk means an mmap, page faults and an munmap each time).
     """
     m = z.amax(-1)  # [n]
     m.masked_fill_(m.abs() == float("inf"), 0.0)
     torch.sub(z, m.unsqueeze(-1), out=work).exp_()
-    return work.sum(-1).log_().add_(m)
+    return m, work.sum(-1)
 
 
 def _scaled(z: torch.Tensor, temperature: float, work: torch.Tensor) -> torch.Tensor:
@@ -96,13 +96,15 @@ class _LogSoftmaxGather(torch.autograd.Function):
     ``exact=True`` computes z_y - logsumexp(z) with the operations of TRL's selective_log_softmax,
     and the backward softmax as exp(z - logsumexp(z)) as autograd does for it: bitwise the same
     values, gradients to an ulp. Otherwise float32/64 logits at temperature 1 go through one
-    ``log_softmax`` kernel per chunk in forward and one ``softmax`` kernel in backward: the same
-    numbers to an ulp or two (slightly more accurate: exp(z - lse) inherits lse's rounding, ~|lse| ulps),
-    with one pass over each chunk where the logsumexp route makes four; on CPU every pass is an OpenMP
-    fork/join, which a loaded machine makes slow.
+    ``log_softmax`` kernel per chunk in forward and one ``softmax`` kernel in backward (one pass over
+    each chunk where the logsumexp route makes four; on CPU every pass is an OpenMP fork/join, which a
+    loaded machine makes slow), and other cases keep the row max m and 1/s, s = sum exp(z - m), and
+    recompute softmax = exp(z - m) / s. Both avoid exp(z - logsumexp): logsumexp carries a rounding
+    error of about |logsumexp| * eps, 5e-4 in float32 for logits near 1e4, which exp turns into the
+    same relative error on every probability, so a gradient row would no longer sum to 0.
 
-    Saved: the logits (the caller holds them anyway), the index and, for ``exact``, bf16/fp16 logits
-    or temperature != 1, one float logsumexp per row. The backward recomputes each chunk's softmax.
+    Saved: the logits (the caller holds them anyway), the index and, unless the softmax kernel is
+    used, two floats per row. The backward recomputes each chunk's softmax.
     """
 
     @staticmethod
@@ -116,29 +118,32 @@ class _LogSoftmaxGather(torch.autograd.Function):
             # one long run of rows: chunks may cross sequence boundaries
             logits, index = logits.view(1, A * T_out, V), index.reshape(1, A * T_out, K)
         logps = torch.empty(index.shape, dtype=compute, device=logits.device)  # [A', T', K]
-        # saved for backward unless the softmax can be recomputed straight from the logits
-        keep_lse = exact or not direct
-        lse = torch.empty(index.shape[:2], dtype=compute, device=logits.device) if keep_lse else None  # [A', T']
+        # softmax = exp(z - shift) * scale: kept for backward unless the softmax kernel can recompute it
+        stats = None if (direct and not exact) else torch.empty(
+            2, *index.shape[:2], dtype=compute, device=logits.device)  # [2, A', T']
         work = torch.empty(min(rows, index.shape[1]), V, dtype=compute, device=logits.device)
         for a, t0, t1 in _row_chunks(index.shape[0], index.shape[1], rows):
             w, idx = work[: t1 - t0], index[a, t0:t1]
-            if direct and not exact:
+            if stats is None:
                 logps[a, t0:t1] = torch.log_softmax(logits[a, t0:t1], -1, out=w).gather(-1, idx)
                 continue
             z = _scaled(logits[a, t0:t1], temperature, w)  # [n, V]
-            selected = z.gather(-1, idx)  # before _logsumexp overwrites w, which may be z
-            row_lse = _logsumexp(z, w)
-            logps[a, t0:t1] = selected - row_lse.unsqueeze(-1)  # log p = z_y - logsumexp(z)
-            if lse is not None:
-                lse[a, t0:t1] = row_lse
-        ctx.save_for_backward(logits, index, lse)
+            selected = z.gather(-1, idx)  # before _max_sumexp overwrites w, which may be z
+            m, sumexp = _max_sumexp(z, w)
+            lse = sumexp.log().add_(m)
+            logps[a, t0:t1] = selected - lse.unsqueeze(-1)  # log p = z_y - logsumexp(z)
+            if exact:
+                stats[0, a, t0:t1], stats[1, a, t0:t1] = lse, 1.0
+            else:
+                stats[0, a, t0:t1], stats[1, a, t0:t1] = m, sumexp.reciprocal_()
+        ctx.save_for_backward(logits, index, stats)
         ctx.shape, ctx.temperature, ctx.rows = (A, T_out, K), temperature, rows
         return logps.to(out_dtype).view(A, T_out, K)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_logps):
-        logits, index, lse = ctx.saved_tensors  # logits possibly flattened to [1, N, V] in forward
+        logits, index, stats = ctx.saved_tensors  # logits possibly flattened to [1, N, V] in forward
         A, T_out, K = ctx.shape
         if not ctx.needs_input_grad[0]:
             return None, None, None, None, None, None
@@ -150,17 +155,18 @@ class _LogSoftmaxGather(torch.autograd.Function):
         if grad.shape[1] > index.shape[1]:
             grad[:, index.shape[1]:].zero_()  # positions that predict nothing (shift=True)
         # written straight into the gradient when possible; else via one chunk buffer
-        work = None if lse is None else torch.empty(
+        work = None if stats is None or compute == logits.dtype else torch.empty(
             min(ctx.rows, index.shape[1]), logits.shape[-1], dtype=compute, device=logits.device)
         for a, t0, t1 in _row_chunks(index.shape[0], index.shape[1], ctx.rows):
             out = grad[a, t0:t1]
-            if work is None:
+            if stats is None:
                 p = torch.softmax(logits[a, t0:t1], -1, out=out)  # one kernel: max, exp, normalise
+                p.mul_(-g_row[a, t0:t1].unsqueeze(-1))
             else:
-                p = work[: t1 - t0] if compute != logits.dtype else out
+                p = out if work is None else work[: t1 - t0]
                 z = _scaled(logits[a, t0:t1], ctx.temperature, p)
-                torch.sub(z, lse[a, t0:t1].unsqueeze(-1), out=p).exp_()  # softmax from the saved logsumexp
-            p.mul_(-g_row[a, t0:t1].unsqueeze(-1))
+                shift, scale = stats[0, a, t0:t1].unsqueeze(-1), stats[1, a, t0:t1].unsqueeze(-1)
+                torch.sub(z, shift, out=p).exp_().mul_(-g_row[a, t0:t1].unsqueeze(-1) * scale)
             p.scatter_add_(-1, index[a, t0:t1], g[a, t0:t1])
             if p is not out:
                 out.copy_(p)
@@ -174,8 +180,9 @@ class _LinearLogSoftmaxGather(torch.autograd.Function):
     hidden: [R, H] (all positions, a view of the caller's hidden states), row_ids: [M] rows of
     ``hidden`` to score, or None for all R in order; weight: [V, H], bias: [V] or None, index: [M].
     Returns [M] in float32 for bf16/fp16 inputs, else in the input dtype. Saves hidden, weight, bias,
-    the indices and one logsumexp per row; backward recomputes each chunk's logits and turns them into
-    their gradient in place. The only [*, V] buffer is one chunk's logits.
+    the indices and per row the max m and 1/s, s = sum exp(z - m) (see _LogSoftmaxGather for why not
+    the logsumexp); backward recomputes each chunk's logits and turns them into their gradient in
+    place. The only [*, V] buffer is one chunk's logits.
     """
 
     @staticmethod
@@ -183,7 +190,7 @@ class _LinearLogSoftmaxGather(torch.autograd.Function):
         M, V = index.shape[0], weight.shape[0]
         compute = _compute_dtype(hidden.dtype)
         logps = torch.empty(M, dtype=compute, device=hidden.device)
-        lse = torch.empty(M, dtype=compute, device=hidden.device)
+        stats = torch.empty(2, M, dtype=compute, device=hidden.device)  # row max m, 1 / sum exp(z - m)
         buf = torch.empty(min(M, chunk), V, dtype=hidden.dtype, device=hidden.device)
         up = None if compute == hidden.dtype else torch.empty(buf.shape, dtype=compute, device=buf.device)
         for r0 in range(0, M, chunk):
@@ -191,19 +198,20 @@ class _LinearLogSoftmaxGather(torch.autograd.Function):
             h = hidden[r0:r1] if row_ids is None else hidden.index_select(0, row_ids[r0:r1])  # [n, H]
             z = _chunk_logits(h, weight, bias, temperature, buf, up)  # [n, V]
             selected = z.gather(-1, index[r0:r1].unsqueeze(-1)).squeeze(-1)
-            lse[r0:r1] = _logsumexp(z, z)  # overwrites z, which is no longer needed
-            logps[r0:r1] = selected - lse[r0:r1]
-        ctx.save_for_backward(hidden, weight, bias, row_ids, index, lse)
+            m, sumexp = _max_sumexp(z, z)  # overwrites z, which is no longer needed
+            logps[r0:r1] = selected - sumexp.log().add_(m)
+            stats[0, r0:r1], stats[1, r0:r1] = m, sumexp.reciprocal_()
+        ctx.save_for_backward(hidden, weight, bias, row_ids, index, stats)
         ctx.temperature, ctx.chunk = temperature, chunk
         return logps
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_logps):
-        hidden, weight, bias, row_ids, index, lse = ctx.saved_tensors
+        hidden, weight, bias, row_ids, index, stats = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
         M, V, chunk = index.shape[0], weight.shape[0], ctx.chunk
-        compute = lse.dtype
+        compute = stats.dtype
         g = grad_logps.to(compute) / ctx.temperature  # [M]
         grad_hidden = None
         if need_h:  # rows that were not scored get exactly zero
@@ -219,7 +227,7 @@ class _LinearLogSoftmaxGather(torch.autograd.Function):
             h = hidden[r0:r1] if row_ids is None else hidden.index_select(0, row_ids[r0:r1])  # [n, H]
             dz = _chunk_logits(h, weight, bias, ctx.temperature, buf, up)  # [n, V]
             # dL/dz = g * (onehot(index) - softmax(z)), built in place over the recomputed logits
-            dz.sub_(lse[r0:r1].unsqueeze(-1)).exp_().mul_(-g[r0:r1].unsqueeze(-1))
+            dz.sub_(stats[0, r0:r1].unsqueeze(-1)).exp_().mul_((-g[r0:r1] * stats[1, r0:r1]).unsqueeze(-1))
             dz.scatter_add_(-1, index[r0:r1].unsqueeze(-1), g[r0:r1].unsqueeze(-1))
             if need_h:
                 dz_in = dz if dz.dtype == hidden.dtype else buf[: r1 - r0].copy_(dz)
