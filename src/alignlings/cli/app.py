@@ -34,4 +34,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m alignlings.cli.app`: commands register on the imported module's app, not on this
+    # __main__ copy, so run that one (`python -m alignlings` is the shorter spelling).
+    from alignlings.cli.app import main as _main
+
+    _main()
