@@ -24,13 +24,8 @@ F64 = torch.float64
 GRPO_LOSS_TYPES = sorted(GRPO_AGGREGATIONS)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: torch's intra-op thread pool costs milliseconds per op on 2 cores, microseconds on one."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# tiny tensors: a second torch thread costs more than it saves (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def floats(lo: float, hi: float):

@@ -133,13 +133,8 @@ class _InProcess:
         self.error_kind = self.error_message = None
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # these models are tiny: thread hand-off costs more than it saves, badly so on a loaded machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# tiny tensors: a second torch thread costs more than it saves (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

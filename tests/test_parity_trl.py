@@ -37,13 +37,8 @@ ATOL = 1e-6
 SEEDS = (0, 1, 2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: torch's intra-op thread pool costs ~8 ms per logsigmoid on 2 cores, 3 us on one."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# tiny tensors: a second torch thread costs more than it saves (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _metrics_store():

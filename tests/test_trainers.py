@@ -21,14 +21,8 @@ from alignlings.trainers.configs import load_config, parse_overrides  # noqa: E4
 from alignlings.trainers.data import completion_mask_until_eos, tokenize_pair, truncate  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # A 32-wide model gains nothing from a second thread, and on a busy 2-core machine the
-    # hand-off between threads costs more than the arithmetic.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny tensors: a second torch thread costs more than it saves (see conftest.one_torch_thread)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,9 @@ Names are imported lazily, so ``import alignlings.trainers`` stays cheap until o
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from alignlings._lazy import lazy_exports
 
 _EXPORTS = {
     "TrainerConfig": "alignlings.trainers.configs",
@@ -36,17 +37,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'alignlings.trainers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports('alignlings.trainers', _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover
