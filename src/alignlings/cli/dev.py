@@ -7,7 +7,7 @@ import typer
 from alignlings.cli.app import app
 from alignlings.cli.common import PackOption, console, load
 
-dev_app = typer.Typer(help="Commands for pack authors and maintainers.", no_args_is_help=True)
+dev_app = typer.Typer(help="Commands for pack authors and maintainers.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(dev_app, name="dev")
 
 
