@@ -135,31 +135,29 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
         torch.distributed.destroy_process_group()
 
 
-@train_app.command("dpo")
-def dpo_command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
+TRAINER_COMMANDS = {
+    "dpo": "Train a causal LM with DPO on prompt/chosen/rejected rows (alignlings.trainers.DPOTrainer).",
+    "reward": "Train a Bradley-Terry reward model on prompt/chosen/rejected rows (alignlings.trainers.RewardTrainer).",
+    "grpo": "Train a causal LM with GRPO against reward functions (alignlings.trainers.GRPOTrainer).",
+}
+
+
+def _trainer_command(kind: str, doc: str) -> None:
+    """Register `alignlings train KIND`: the three trainers share their options and differ only in KIND."""
+
+    def command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
                 dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
                 max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
                 seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
-    """Train a causal LM with DPO on prompt/chosen/rejected rows (alignlings.trainers.DPOTrainer)."""
-    _run("dpo", config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+        _run(kind, config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+
+    command.__doc__ = doc
+    command.__name__ = f"{kind}_command"
+    train_app.command(kind)(command)
 
 
-@train_app.command("reward")
-def reward_command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
-                   dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
-                   max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
-                   seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
-    """Train a Bradley-Terry reward model on prompt/chosen/rejected rows (alignlings.trainers.RewardTrainer)."""
-    _run("reward", config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
-
-
-@train_app.command("grpo")
-def grpo_command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
-                 dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
-                 max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
-                 seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
-    """Train a causal LM with GRPO against reward functions (alignlings.trainers.GRPOTrainer)."""
-    _run("grpo", config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+for _kind, _doc in TRAINER_COMMANDS.items():
+    _trainer_command(_kind, _doc)
 
 
 @train_app.command("demo")
