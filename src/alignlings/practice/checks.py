@@ -26,6 +26,7 @@ class Case:
     atol: float = 1e-6
     expect: Callable[[Any], tuple[bool, str]] | None = None  # judge the value itself, not vs the reference
     scope: str = "all"  # "all": also for per-blank splices; "full": only the learner's whole file
+    label: dict[str, str] = field(default_factory=dict)  # the case's name per language (zh); default ``name``
 
     def __post_init__(self):
         if self.kind not in KINDS:
