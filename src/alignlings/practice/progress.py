@@ -18,12 +18,13 @@ version ``i`` to ``i + 1`` and they run in order, each in its own transaction.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
 import uuid as uuidlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -71,13 +72,15 @@ def _utc_iso(value: Any, where: str) -> str:
     """Normalise an imported timestamp to the store's format; naive times are taken as UTC."""
     if not isinstance(value, str):
         raise ValueError(f"{where}: expected an ISO 8601 timestamp string, got {type(value).__name__}")
+    if len(value) > 64:
+        raise ValueError(f"{where}: expected an ISO 8601 timestamp, got {len(value)} characters")
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{where}: not an ISO 8601 timestamp: {value!r}") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 shifted out of range by its offset
+        raise ValueError(f"{where}: not an ISO 8601 timestamp in range: {value[:40]!r}") from None
 
 
 def cloze_due(seen: int, wrong: int, streak: int) -> float:
@@ -453,14 +456,18 @@ class ProgressStore:
         return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": utcnow(),
                 "attempts": attempts, "events": events, "quiz_answers": quiz, "cloze": cloze, "settings": settings}
 
-    def import_(self, data: dict) -> dict:
+    def import_(self, data: dict, *, exercises: Collection[str] | None = None,
+                questions: Collection[str] | None = None) -> dict:
         """Merge an export into this store; returns how many rows of each kind were new.
 
         Rows are matched by uuid, so importing the same export twice adds nothing. A setting is
         taken when it is missing here or was changed later there. Everything is validated before
-        anything is written; bad data raises ValueError naming the field.
+        anything is written; bad data raises ValueError naming the field: wrong types, integers
+        or timestamps out of range, strings that are not valid Unicode, verdicts or settings nested
+        deeper than ``MAX_IMPORT_DEPTH``, and (when given) exercise ids not in ``exercises``
+        (attempts, events, cloze snippets) or quiz question ids not in ``questions``.
         """
-        rows = _validate_export(data)
+        rows = _validate_export(data, exercises=exercises, questions=questions)
 
         def merge(db):
             counts = {}
@@ -505,6 +512,10 @@ def _count_events(db: sqlite3.Connection, exercise: str, kind: str) -> int:
 
 # -- validating an export ------------------------------------------------------------------------
 
+MAX_IMPORT_DEPTH = 32  # nesting of an imported verdict or setting value
+MAX_CHOICE = 1 << 16  # a quiz choice is an option index
+
+
 def _field(row: dict, name: str, types: type | tuple[type, ...], where: str):
     if name not in row:
         raise ValueError(f"{where}.{name}: missing")
@@ -512,7 +523,47 @@ def _field(row: dict, name: str, types: type | tuple[type, ...], where: str):
     if not isinstance(value, types) or (types is int and isinstance(value, bool)):
         expected = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
         raise ValueError(f"{where}.{name}: expected {expected}, got {type(value).__name__}")
+    if isinstance(value, str):
+        _unicode(value, f"{where}.{name}")
     return value
+
+
+def _unicode(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the JSON): SQLite cannot store it
+        raise ValueError(f"{where}: not valid Unicode text (a lone surrogate)") from None
+
+
+def _known(value: str, known: Collection[str] | None, what: str, where: str) -> str:
+    if known is not None and value not in known:
+        raise ValueError(f"{where}: {value[:80]!r} is not {what} of the loaded packs")
+    return value
+
+
+def _plain_json(value: Any, where: str) -> None:
+    """A verdict or setting value: JSON nested at most MAX_IMPORT_DEPTH deep, finite numbers, valid text.
+
+    Checked iteratively (a deep value cannot overflow the stack here) so that storing it and
+    serving it back (``json.dumps``, Starlette's ``allow_nan=False``) cannot fail later.
+    """
+    stack = [(value, 1, where)]
+    while stack:
+        item, depth, path = stack.pop()
+        if depth > MAX_IMPORT_DEPTH:
+            raise ValueError(f"{where}: nested deeper than {MAX_IMPORT_DEPTH} levels")
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                _unicode(key, f"{path} key")
+                stack.append((sub, depth + 1, f"{path}.{key[:40]}"))
+        elif isinstance(item, list):
+            stack.extend((sub, depth + 1, f"{path}[{i}]") for i, sub in enumerate(item))
+        elif isinstance(item, str):
+            _unicode(item, path)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{path}: expected a finite number, got {item!r}")
+        elif item is not None and not isinstance(item, (bool, int, float)):
+            raise ValueError(f"{path}: expected JSON data, got {type(item).__name__}")
 
 
 def _uuid(row: dict, where: str) -> str:
@@ -533,8 +584,12 @@ def _rows(data: dict, name: str) -> list[dict]:
     return items
 
 
-def _validate_export(data: Any) -> dict[str, Any]:
-    """Check an export and turn it into rows for the tables (timestamps normalised to UTC)."""
+def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
+                     questions: Collection[str] | None = None) -> dict[str, Any]:
+    """Check an export and turn it into rows for the tables (timestamps normalised to UTC).
+
+    ``exercises`` / ``questions``: when given, the ids an export may name (see ``import_``).
+    """
     if not isinstance(data, dict):
         raise ValueError(f"progress data: expected a JSON object, got {type(data).__name__}")
     if data.get("format") != EXPORT_FORMAT:
@@ -546,8 +601,10 @@ def _validate_export(data: Any) -> dict[str, Any]:
     for i, r in enumerate(_rows(data, "attempts")):
         w = f"attempts[{i}]"
         verdict = _field(r, "verdict", dict, w)
+        _plain_json(verdict, w + ".verdict")
         out["attempts"].append({
-            "uuid": _uuid(r, w), "exercise": _field(r, "exercise", str, w),
+            "uuid": _uuid(r, w), "exercise": _known(_field(r, "exercise", str, w), exercises, "an exercise",
+                                                    w + ".exercise"),
             "passed": int(_field(r, "passed", bool, w)), "created_at": _utc_iso(r.get("created_at"), w + ".created_at"),
             "code": _field(r, "code", str, w), "verdict": json.dumps(verdict, ensure_ascii=False),
             "source": _field(r, "source", str, w) if "source" in r else "cli",
@@ -557,17 +614,22 @@ def _validate_export(data: Any) -> dict[str, Any]:
         kind = _field(r, "kind", str, w)
         if kind not in EVENT_KINDS:
             raise ValueError(f"{w}.kind: expected one of {', '.join(EVENT_KINDS)}, got {kind!r}")
-        out["events"].append({"uuid": _uuid(r, w), "exercise": _field(r, "exercise", str, w), "kind": kind,
+        exercise = _known(_field(r, "exercise", str, w), exercises, "an exercise", w + ".exercise")
+        out["events"].append({"uuid": _uuid(r, w), "exercise": exercise, "kind": kind,
                               "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
     for i, r in enumerate(_rows(data, "quiz_answers")):
         w = f"quiz_answers[{i}]"
-        out["quiz_answers"].append({"uuid": _uuid(r, w), "question_id": _field(r, "question_id", str, w),
-                                    "choice": _field(r, "choice", int, w),
+        choice = _field(r, "choice", int, w)
+        if not 0 <= choice < MAX_CHOICE:
+            raise ValueError(f"{w}.choice: expected an option index from 0 to {MAX_CHOICE - 1}, got {choice}")
+        question = _known(_field(r, "question_id", str, w), questions, "a quiz question", w + ".question_id")
+        out["quiz_answers"].append({"uuid": _uuid(r, w), "question_id": question, "choice": choice,
                                     "correct": int(_field(r, "correct", bool, w)),
                                     "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
     for i, r in enumerate(_rows(data, "cloze")):
         w = f"cloze[{i}]"
-        out["cloze_results"].append({"uuid": _uuid(r, w), "snippet": _field(r, "snippet", str, w),
+        snippet = _known(_field(r, "snippet", str, w), exercises, "an exercise", w + ".snippet")
+        out["cloze_results"].append({"uuid": _uuid(r, w), "snippet": snippet,
                                      "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
                                      "correct": int(_field(r, "correct", bool, w)),
                                      "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
@@ -576,9 +638,11 @@ def _validate_export(data: Any) -> dict[str, Any]:
         raise ValueError(f"settings: expected an object, got {type(settings).__name__}")
     out["settings"] = {}
     for key, s in settings.items():
-        w = f"settings[{key!r}]"
+        w = f"settings[{key[:40]!r}]"
+        _unicode(key, w)
         if not isinstance(s, dict) or "value" not in s:
             raise ValueError(f"{w}: expected an object with 'value' and 'updated_at'")
+        _plain_json(s["value"], w + ".value")
         out["settings"][key] = {"value": json.dumps(s["value"], ensure_ascii=False),
                                 "updated_at": _utc_iso(s.get("updated_at"), w + ".updated_at")}
     return out
