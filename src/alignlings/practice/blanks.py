@@ -32,10 +32,11 @@ class Blank:
     answer: str  # the reference text of the blank
     target: str  # what the blank assigns ("margin", "return", "statement")
     comment_start: int  # column of the marker comment (to strip it)
+    label: str = ""  # set when two blanks share a target: "return in f", or "return (line 12)"
 
     @property
     def name(self) -> str:
-        return self.target
+        return self.label or self.target
 
 
 def _comments(source: str) -> list[tuple[int, int, str]]:
@@ -91,7 +92,30 @@ def _find_blanks(source: str) -> tuple[Blank, ...]:
             index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset,
             answer=line[node.col_offset:node.end_col_offset], target=target, comment_start=col,
         ))
-    return tuple(blanks)
+    return _distinct_labels(tree, blanks)
+
+
+def _distinct_labels(tree: ast.Module, blanks: list[Blank]) -> tuple[Blank, ...]:
+    """Two blanks with one target (two ``return`` blanks) get labels naming their function, or line."""
+    import collections
+    import dataclasses
+
+    counts = collections.Counter(b.target for b in blanks)
+    if all(n == 1 for n in counts.values()):
+        return tuple(blanks)
+    funcs = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    def enclosing(line: int) -> str:
+        inside = [f for f in funcs if f[0] <= line <= f[1]]
+        return max(inside)[2] if inside else ""  # the innermost: the latest start
+
+    labels = {b.index: (f"{b.target} in {enclosing(b.line)}" if enclosing(b.line) else b.target)
+              for b in blanks if counts[b.target] > 1}
+    again = collections.Counter(labels.values())
+    labels = {i: (f"{b.target} (line {b.line})" if again[labels[i]] > 1 else labels[i])
+              for i, b in ((b.index, b) for b in blanks if b.index in labels)}
+    return tuple(dataclasses.replace(b, label=labels[b.index]) if b.index in labels else b for b in blanks)
 
 
 def _strip_marker(line: str, blank: Blank) -> str:

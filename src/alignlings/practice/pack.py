@@ -81,6 +81,11 @@ class Exercise:
     cloze: bool
     entry: tuple[str, ...]
     meta: dict
+    pack: str = ""  # id of the pack the exercise comes from (progress is keyed by pack and id)
+    key: str = ""  # its name in a course: the id, or "pack/id" where two packs share the id
+
+    def __post_init__(self):
+        self.key = self.key or self.id
 
     @property
     def is_code(self) -> bool:
@@ -157,19 +162,82 @@ class Exercise:
         return tuple(questions)
 
 
+@dataclass(frozen=True)
+class Track:
+    """An ordered group of exercises in a pack (``[[track]]`` in pack.toml); a course lists packs
+    then tracks. ``requires`` names tracks to finish first ("id" or "pack/id")."""
+
+    id: str
+    pack: str
+    title: dict[str, str]
+    requires: tuple[str, ...]
+    exercises: tuple[str, ...]  # keys into Pack.exercises, in order
+    implicit: bool = False  # made up by the loader: the pack declares no tracks, or these are left over
+
+    @property
+    def key(self) -> str:
+        return f"{self.pack}/{self.id}"
+
+
+INCLUDE_HELP = ("add a pack with --pack DIR (repeatable), ALIGNLINGS_PACK=DIR1{sep}DIR2, "
+                "or include = [\"DIR\"] in your pack.toml")
+
+
 @dataclass
 class Pack:
+    """One pack folder, or a course: several packs loaded together (``parts``, in order).
+
+    ``exercises`` maps each exercise's key to it: the id, or ``pack/id`` where two packs of a course
+    share an id. ``tracks`` lists every track of every part, in order.
+    """
+
     id: str
     path: Path
     title: dict[str, str]
     exercises: dict[str, Exercise]
+    tracks: list[Track] = field(default_factory=list)
+    parts: list[Pack] = field(default_factory=list)  # the packs of a course; empty for one folder
+    include: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+    builtin: bool = False
+
+    @property
+    def packs(self) -> list[Pack]:
+        return self.parts or [self]
+
+    def describe(self) -> str:
+        """The loaded packs, e.g. ``dpo-grpo (built-in), ipo (/home/t/ipo)``."""
+        return ", ".join(f"{p.id} ({'built-in' if p.builtin else p.path})" for p in self.packs)
 
     def get(self, exercise_id: str) -> Exercise:
-        try:
+        """An exercise by key, by ``pack/id``, or by id when only one loaded pack has it."""
+        if exercise_id in self.exercises:
             return self.exercises[exercise_id]
-        except KeyError:
-            known = ", ".join(self.exercises)
-            raise PackError(f"exercise: unknown id {exercise_id!r}; expected one of {known}") from None
+        pack_id, sep, ex_id = str(exercise_id).partition("/")
+        if sep:
+            for ex in self:
+                if ex.pack == pack_id and ex.id == ex_id:
+                    return ex
+        same = [ex.key for ex in self if ex.id == exercise_id]
+        if len(same) > 1:
+            raise PackError(f"exercise: {exercise_id!r} is in several packs ({', '.join(same)}); "
+                            "name one as PACK/ID")
+        import os
+
+        known = ", ".join(self.exercises)
+        raise PackError(f"exercise: unknown id {exercise_id!r}; expected one of {known}. "
+                        f"Loaded packs: {self.describe()}; " + INCLUDE_HELP.format(sep=os.pathsep)) from None
+
+    def track(self, name: str) -> Track:
+        """A track by ``pack/id`` or by id when only one loaded pack has it."""
+        found = [t for t in self.tracks if name in (t.key, t.id)]
+        if len(found) != 1:
+            what = "is in several packs; name it as PACK/ID" if found else "is not a track of the loaded packs"
+            raise PackError(f"track: {name!r} {what}")
+        return found[0]
+
+    def track_of(self, key: str) -> Track | None:
+        return next((t for t in self.tracks if key in t.exercises), None)
 
     def __iter__(self):
         return iter(self.exercises.values())
@@ -197,23 +265,178 @@ def load_exercise(path: Path) -> Exercise:
     )
 
 
-def load_pack(path: str | Path | None = None) -> Pack:
-    """Load a pack folder; None loads the built-in pack shipped with alignlings."""
-    root = Path(path) if path is not None else builtin_pack_path()
-    if not root.is_dir():
-        raise PackError(f"pack: {root} is not a folder")
-    meta = _read_toml(root / "pack.toml").get("pack", {})
-    order = list(meta.get("order", []))
+BUILTIN_PACK_ID = "dpo-grpo"
+PackPaths = str | Path | Pack | list | tuple | None
+
+
+def load_pack(path: PackPaths = None) -> Pack:
+    """Load a pack folder, or several as one course.
+
+    ``path``: a folder, the name of a built-in pack (``"dpo-grpo"``), a list of them (a course, in
+    that order), or None for the built-in pack. A pack's ``include`` list in pack.toml comes before
+    it; each folder is loaded once. Paths are made absolute here, so whatever later reads the
+    exercises (the grader's sandbox, which runs in its own folder) sees absolute paths.
+    """
+    if isinstance(path, Pack):
+        return path
+    specs = list(path) if isinstance(path, (list, tuple)) else [path]
+    if not specs:
+        specs = [None]
+    loaded: dict[Path, Pack] = {}
+    for spec in specs:
+        _expand(spec, Path.cwd(), loaded, ())
+    parts = list(loaded.values())
+    first = loaded[_find_folder(specs[0], Path.cwd(), "pack")]
+    ids: dict[str, Path] = {}
+    for p in parts:
+        if p.id in ids:
+            raise PackError(f"pack: two loaded packs have the id {p.id!r} ({ids[p.id]} and {p.path}); "
+                            "change [pack] id in one pack.toml")
+        ids[p.id] = p.path
+    if len(parts) == 1:
+        _link_tracks(first, parts)
+        return first
+    counts: dict[str, int] = {}
+    for p in parts:
+        for ex in p:
+            counts[ex.id] = counts.get(ex.id, 0) + 1
+    exercises: dict[str, Exercise] = {}
+    for p in parts:
+        for ex in p:
+            ex.key = ex.id if counts[ex.id] == 1 else f"{p.id}/{ex.id}"
+            exercises[ex.key] = ex
+    course = Pack(id=first.id, path=first.path, title=first.title, exercises=exercises, parts=parts,
+                  include=first.include, order=first.order, builtin=first.builtin)
+    _link_tracks(course, parts)
+    return course
+
+
+def _find_folder(spec, base: Path, where: str) -> Path:
+    """The absolute folder of a pack spec (a path relative to ``base``, or a built-in pack's name)."""
+    if spec is None:
+        return builtin_pack_path().resolve()
+    text = str(spec)
+    if not text.strip():
+        raise PackError(f"{where}: expected a pack folder or a built-in pack name, got an empty string")
+    candidate = (base / Path(text).expanduser()).resolve()
+    if candidate.is_dir():
+        return candidate
+    builtin = builtin_pack_path().parent / text
+    if "/" not in text and (builtin / "pack.toml").is_file():
+        return builtin.resolve()
+    raise PackError(f"{where}: {candidate} is not a folder (nor the name of a built-in pack: "
+                    f"{', '.join(builtin_pack_names())})")
+
+
+def _expand(spec, base: Path, loaded: dict[Path, Pack], stack: tuple[Path, ...], where: str = "pack") -> None:
+    root = _find_folder(spec, base, where)
+    if root in stack:
+        chain = " -> ".join(str(p / "pack.toml") for p in (*stack, root))
+        raise PackError(f"{root / 'pack.toml'}: include makes a cycle: {chain}")
+    if root in loaded:
+        return
+    pack = _load_folder(root)
+    for name in pack.include:
+        _expand(name, root, loaded, (*stack, root), where=f"{root / 'pack.toml'}: include {name!r}")
+    loaded[root] = pack
+
+
+def _load_folder(root: Path) -> Pack:
+    toml = root / "pack.toml"
+    data = _read_toml(toml)
+    meta = data.get("pack", {})
+    if not isinstance(meta, dict):
+        raise PackError(f"{toml}: [pack] must be a table")
+    pack_id = str(meta.get("id", root.name))
+    declared = meta.get("order", [])
+    include = meta.get("include", [])
+    for name, value in (("order", declared), ("include", include)):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise PackError(f"{toml}: [pack] {name} must be a list of strings")
+    order = list(declared)
     found = sorted(p.name for p in root.iterdir() if (p / "exercise.toml").is_file())
     order += [name for name in found if name not in order]
     exercises = {}
     for name in order:
         if not (root / name / "exercise.toml").is_file():
-            raise PackError(f"{root / 'pack.toml'}: order lists {name!r} but {root / name}/exercise.toml is missing")
+            raise PackError(f"{toml}: order lists {name!r} but {root / name}/exercise.toml is missing")
         ex = load_exercise(root / name)
+        ex.pack, ex.key = pack_id, ex.id
         exercises[ex.id] = ex
-    return Pack(id=str(meta.get("id", root.name)), path=root,
-                title=_lang_dict(meta.get("title", root.name), "pack title"), exercises=exercises)
+    folder_to_id = {ex.path.name: ex.id for ex in exercises.values()}
+    title = _lang_dict(meta.get("title", root.name), f"{toml}: pack title")
+    tracks = _read_tracks(data.get("track", []), toml, pack_id, title, declared, folder_to_id)
+    return Pack(id=pack_id, path=root, title=title, exercises=exercises, tracks=tracks, include=tuple(include),
+                order=tuple(declared), builtin=root.parent == builtin_pack_path().parent.resolve())
+
+
+def _read_tracks(items, toml: Path, pack_id: str, title: dict[str, str], order: list[str],
+                 folder_to_id: dict[str, str]) -> list[Track]:
+    """``[[track]]`` tables; without any, one implicit track holds the whole ``order``."""
+    if not isinstance(items, list):
+        raise PackError(f"{toml}: track must be an array of tables ([[track]])")
+    tracks, seen, placed = [], set(), {}
+    for i, t in enumerate(items):
+        where = f"{toml}: track #{i + 1}"
+        if not isinstance(t, dict) or not isinstance(t.get("id"), str) or not t["id"].strip():
+            raise PackError(f"{where}: missing field 'id' (a non-empty string)")
+        where = f"{toml}: track {t['id']!r}"
+        if t["id"] in seen:
+            raise PackError(f"{where}: a second track with this id")
+        seen.add(t["id"])
+        names, requires = t.get("exercises"), t.get("requires", [])
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise PackError(f"{where}: exercises must be a non-empty list of exercise folder names")
+        if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+            raise PackError(f"{where}: requires must be a list of track ids")
+        for name in names:
+            if name not in order:
+                raise PackError(f"{where}: exercise {name!r} is not in [pack] order "
+                                f"(order lists: {', '.join(order) or 'nothing'})")
+            if name in placed:
+                raise PackError(f"{where}: exercise {name!r} is already in track {placed[name]!r}")
+            placed[name] = t["id"]
+        tracks.append(Track(id=t["id"], pack=pack_id, title=_lang_dict(t.get("title", t["id"]), where + " title"),
+                            requires=tuple(requires), exercises=tuple(folder_to_id[n] for n in names)))
+    rest = tuple(folder_to_id[n] for n in folder_to_id if n not in placed)
+    if rest and not tracks:
+        tracks.append(Track(id=pack_id, pack=pack_id, title=dict(title), requires=(), exercises=rest, implicit=True))
+    elif rest:
+        tracks.append(Track(id="more", pack=pack_id, title={"en": "More exercises", "zh": "更多练习"},
+                            requires=(), exercises=rest, implicit=True))
+    return tracks
+
+
+def _link_tracks(course: Pack, parts: list[Pack]) -> None:
+    """The course's tracks in pack order, exercise ids turned into course keys, requires checked."""
+    tracks = []
+    for p in parts:
+        key_of = {ex.id: ex.key for ex in p}
+        tracks += [Track(id=t.id, pack=t.pack, title=t.title, requires=t.requires,
+                         exercises=tuple(key_of[e] for e in t.exercises), implicit=t.implicit) for t in p.tracks]
+    course.tracks = tracks
+    folder = {p.id: p.path for p in parts}
+    for t in tracks:
+        for r in t.requires:
+            found = [u for u in tracks if r in (u.key, u.id)]
+            if len(found) != 1:
+                what = "names tracks in several packs; write PACK/TRACK" if found else \
+                    "names no track of the loaded packs (add its pack to include)"
+                raise PackError(f"{folder[t.pack] / 'pack.toml'}: track {t.id!r}: requires {r!r} {what}")
+
+
+def builtin_pack_names() -> list[str]:
+    root = builtin_pack_path().parent
+    return sorted(p.name for p in root.iterdir() if (p / "pack.toml").is_file())
+
+
+def default_pack_paths() -> list[str] | None:
+    """``$ALIGNLINGS_PACK`` as a list of folders (``os.pathsep``-separated), or None when unset."""
+    import os
+
+    value = os.environ.get("ALIGNLINGS_PACK", "")
+    paths = [p for p in value.split(os.pathsep) if p.strip()]
+    return paths or None
 
 
 def builtin_pack_path() -> Path:
