@@ -8,7 +8,8 @@ tokenizer's chat template.
 
 Masks: the prompt never counts. A row is tokenized as prompt and prompt + completion; the completion
 starts where the two token lists diverge (a tokenizer may merge across the boundary, so we cannot
-just tokenize the completion alone; TRL does the same) and ends with EOS. Training batches are
+just tokenize the completion alone; TRL does the same). Plain-text completions end with EOS; chat
+rows end as the template renders them (TRL 1.16 appends EOS to plain text only). Training batches are
 right-padded with a ``completion_mask`` aligned with ``input_ids``; prompts for generation are
 left-padded so every row's next token is at the last position.
 
@@ -89,24 +90,53 @@ def tokenize_prompt(tokenizer, prompt: Any) -> list[int]:
     return tokenizer(prompt)["input_ids"]
 
 
-def tokenize_pair(tokenizer, prompt: Any, completion: Any) -> tuple[list[int], list[int]]:
-    """(prompt ids, completion ids ending in EOS) for one prompt/completion pair."""
-    prompt_ids = tokenize_prompt(tokenizer, prompt)
-    if _is_conversational(prompt):
-        full_text = tokenizer.apply_chat_template(prompt + completion, tokenize=False)
-        full_ids = tokenizer(full_text, add_special_tokens=False)["input_ids"]
-    else:
-        full_ids = tokenizer(prompt + completion)["input_ids"]
-    start = 0
-    for a, b in zip(prompt_ids, full_ids):  # common prefix
-        if a != b:
+def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
             break
-        start += 1
-    completion_ids = list(full_ids[start:])
-    eos = tokenizer.eos_token_id
-    if eos is not None and (not completion_ids or completion_ids[-1] != eos):
-        completion_ids.append(eos)
-    return list(full_ids[:start]), completion_ids
+        n += 1
+    return n
+
+
+def _tokenize_full(tokenizer, prompt: Any, completion: Any) -> list[int]:
+    """prompt + completion as TRL 1.16 tokenizes it: plain text gets the EOS *text* appended when it
+    does not already end with it (``add_eos`` in ``dpo_trainer.py``/``reward_trainer.py``); a
+    conversation is rendered by the chat template and gets nothing appended (a ChatML turn ends in
+    ``<|im_end|>\n``, and the template decides what closes it)."""
+    if _is_conversational(prompt):
+        text = tokenizer.apply_chat_template(prompt + completion, tokenize=False)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    eos = tokenizer.eos_token
+    if eos is not None and not completion.endswith(eos):
+        completion = completion + eos
+    return tokenizer(prompt + completion)["input_ids"]
+
+
+def tokenize_preference(tokenizer, prompt: Any, chosen: Any, rejected: Any) -> tuple[list[int], list[int], list[int]]:
+    """(prompt ids, chosen ids, rejected ids) of one preference row, as TRL 1.16's DPO tokenizes it.
+
+    prompt + chosen and prompt + rejected are each tokenized whole, so every training row is exactly
+    the tokenization of its own text, whatever a BPE merge does at the boundary. The shared prompt is
+    the part both agree with the prompt tokenized alone: ``min`` of the two common-prefix lengths
+    (``tokenize_fn`` in TRL's ``dpo_trainer.py``). A completion whose first token merged with the end
+    of the prompt therefore starts one token early, and the other completion starts at the same place.
+    """
+    prompt_ids = tokenize_prompt(tokenizer, prompt)
+    full_c = _tokenize_full(tokenizer, prompt, chosen)
+    full_r = _tokenize_full(tokenizer, prompt, rejected)
+    n = min(_common_prefix_length(prompt_ids, full_c), _common_prefix_length(prompt_ids, full_r))
+    return list(full_c[:n]), list(full_c[n:]), list(full_r[n:])
+
+
+def tokenize_pair(tokenizer, prompt: Any, completion: Any) -> tuple[list[int], list[int]]:
+    """(prompt ids, completion ids) for one prompt/completion pair: prompt + completion tokenized whole
+    (plain text ends in EOS, a conversation as its chat template renders it, see ``_tokenize_full``),
+    split where it diverges from the prompt tokenized alone."""
+    prompt_ids = tokenize_prompt(tokenizer, prompt)
+    full_ids = _tokenize_full(tokenizer, prompt, completion)
+    n = _common_prefix_length(prompt_ids, full_ids)
+    return list(full_ids[:n]), list(full_ids[n:])
 
 
 def truncate(prompt_ids: list[int], completion_ids: list[int], max_length: int | None,

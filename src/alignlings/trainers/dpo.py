@@ -26,7 +26,7 @@ from alignlings.losses.dpo import dpo_loss, dpo_metrics
 from alignlings.trainers.base import BaseTrainer
 from alignlings.trainers.configs import DPOConfig
 from alignlings.trainers.data import (
-    check_columns, collate_completions, load_rows, pad_token_id, tokenize_pair, truncate,
+    check_columns, collate_completions, load_rows, pad_token_id, tokenize_preference, truncate,
 )
 from alignlings.trainers.modeling import completion_logprobs, disable_dropout
 
@@ -57,7 +57,12 @@ class DPOTrainer(BaseTrainer):
         check_columns(dataset, ("prompt", "chosen", "rejected"), "DPOTrainer")
         super().__init__(model, args, dataset, processing_class)
         self.pad_id = pad_token_id(processing_class)
-        self.rows = [self._tokenize(row) for row in dataset]
+        self.rows = [r for r in (self._tokenize(row) for row in dataset) if r is not None]
+        if not self.rows:
+            raise ValueError(
+                f"train_dataset: every prompt fills max_length = {args.max_length} tokens, so no row keeps a "
+                "completion token (TRL drops such rows too)"
+            )
 
         # The reference: frozen, in eval mode, on this process's device (not DDP-wrapped).
         ref = ref_model if ref_model is not None else copy.deepcopy(self.unwrapped_model)
@@ -73,11 +78,17 @@ class DPOTrainer(BaseTrainer):
 
     # -- setup -------------------------------------------------------------------------------------
 
-    def _tokenize(self, row: dict) -> dict[str, list[int]]:
-        """Prompt ids and the two completions' ids (each ending in EOS), cut to ``max_length``."""
+    def _tokenize(self, row: dict) -> dict[str, list[int]] | None:
+        """Prompt ids and the two completions' ids, cut to ``max_length``; None for a row TRL drops.
+
+        Tokenized as TRL 1.16 does (``data.tokenize_preference``): each of prompt + chosen and
+        prompt + rejected whole, split at the shared prompt. With ``keep_start`` a prompt of
+        ``max_length`` tokens or more leaves no completion token, and the row is dropped, as TRL's
+        ``_prepare_dataset`` does (it would otherwise count in the loss mean with no gradient)."""
         tok, mode, max_len = self.tokenizer, self.args.truncation_mode, self.args.max_length
-        prompt, chosen = tokenize_pair(tok, row["prompt"], row["chosen"])
-        _, rejected = tokenize_pair(tok, row["prompt"], row["rejected"])
+        prompt, chosen, rejected = tokenize_preference(tok, row["prompt"], row["chosen"], row["rejected"])
+        if max_len is not None and mode == "keep_start" and len(prompt) >= max_len:
+            return None
         p_c, chosen = truncate(prompt, chosen, max_len, mode)
         p_r, rejected = truncate(prompt, rejected, max_len, mode)
         return {"prompt_chosen": p_c, "chosen": chosen, "prompt_rejected": p_r, "rejected": rejected}

@@ -26,7 +26,9 @@ from alignlings.reward_model import RewardModel
 from alignlings.trainers.base import BaseTrainer
 from alignlings.trainers.checkpoint import set_seed
 from alignlings.trainers.configs import RewardConfig
-from alignlings.trainers.data import check_columns, collate_completions, load_rows, pad_token_id, tokenize_pair, truncate
+from alignlings.trainers.data import (
+    check_columns, collate_completions, load_rows, pad_token_id, tokenize_pair, tokenize_preference,
+)
 from alignlings.trainers.distributed import unwrap
 
 
@@ -66,18 +68,25 @@ class RewardTrainer(BaseTrainer):
         set_seed(args.seed)  # the value head's initialisation
         super().__init__(as_reward_model(model), args, dataset, processing_class)
         self.pad_id = pad_token_id(processing_class)
-        self.rows = [self._tokenize(row) for row in dataset]
+        self.rows = [r for r in (self._tokenize(row) for row in dataset) if r is not None]
+        if not self.rows:
+            raise ValueError(
+                f"train_dataset: every pair has a side longer than max_length = {args.max_length} tokens "
+                "(such pairs are dropped, as TRL does)"
+            )
         self._setup_optimizer(args.per_device_train_batch_size * args.gradient_accumulation_steps, len(self.rows))
 
     # -- setup -------------------------------------------------------------------------------------
 
-    def _tokenize(self, row: dict) -> dict:
-        tok, max_len = self.tokenizer, self.args.max_length
-        prompt, chosen = tokenize_pair(tok, row["prompt"], row["chosen"])
-        _, rejected = tokenize_pair(tok, row["prompt"], row["rejected"])
-        p_c, chosen = truncate(prompt, chosen, max_len)
-        p_r, rejected = truncate(prompt, rejected, max_len)
-        return {"prompt_chosen": p_c, "chosen": chosen, "prompt_rejected": p_r, "rejected": rejected,
+    def _tokenize(self, row: dict) -> dict | None:
+        """The two sequences prompt + chosen and prompt + rejected, each tokenized whole (TRL 1.16's
+        ``tokenize_fn``); None when either is longer than ``max_length``: TRL drops such a pair rather
+        than cut it (a cut row would lose its EOS and its reward would be read mid-answer)."""
+        prompt, chosen, rejected = tokenize_preference(self.tokenizer, row["prompt"], row["chosen"], row["rejected"])
+        max_len = self.args.max_length
+        if max_len is not None and len(prompt) + max(len(chosen), len(rejected)) > max_len:
+            return None
+        return {"prompt_chosen": prompt, "chosen": chosen, "prompt_rejected": prompt, "rejected": rejected,
                 "margin": float(row["margin"]) if "margin" in row else None}
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
