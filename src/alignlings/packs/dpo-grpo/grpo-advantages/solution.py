@@ -4,9 +4,9 @@ import torch
 
 def compute_grpo_advantages(group_rewards, eps=1e-4):
     # the rewards of the G responses sampled for one prompt: a list or a 1-D tensor
-    rewards = torch.as_tensor(group_rewards, dtype=torch.float)  # [G]
+    group_rewards = torch.as_tensor(group_rewards, dtype=torch.float)  # [G]
     # torch.std is unbiased (divides by G - 1); numpy's np.std divides by G
-    advantages = (rewards - rewards.mean()) / (rewards.std() + eps)  # BLANK
+    advantages = (group_rewards - group_rewards.mean()) / (group_rewards.std() + eps)  # BLANK
     return advantages
 
 
@@ -23,5 +23,6 @@ if __name__ == "__main__":
     # sparse pass/fail rewards: 3 successes among 128 responses
     sparse = torch.zeros(128)
     sparse[[7, 53, 91]] = 1.0
-    advantages = compute_grpo_advantages(sparse)
-    print(f"sparse G=128: each success {advantages[7].item():+.3f}, each failure {advantages[0].item():+.3f}")
+    A = compute_grpo_advantages(sparse)
+    print(f"sparse G=128: each success {A[7].item():+.3f}, each failure {A[0].item():+.3f}")
+    print(f"A[7] = {A[7].item():.2f}, A[0] = {A[0].item():.2f}")

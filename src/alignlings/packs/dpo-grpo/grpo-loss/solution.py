@@ -17,6 +17,7 @@ def grpo_loss(pi_logprob, pi_old_logprob, pi_ref_logprob, advantage, input_len):
     # per-token log-probs [G, T] under the current, sampling-time and reference policies; advantage [G]
     epsilon = 0.2
     beta = 0.01
+    bs, seq_len = pi_logprob.shape
     advantage = advantage.unsqueeze(1)  # BLANK
     ratio = torch.exp(pi_logprob - pi_old_logprob)  # BLANK
     ratio_clip = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)  # BLANK
@@ -24,9 +25,9 @@ def grpo_loss(pi_logprob, pi_old_logprob, pi_ref_logprob, advantage, input_len):
     policy_gradient = torch.min(ratio * advantage, ratio_clip * advantage)  # BLANK
     kl = approx_kl(pi_logprob, pi_ref_logprob)  # BLANK
     # only the response tokens count: the prompt occupies positions 0 .. input_len - 1
-    policy_gradient = policy_gradient[:, input_len:]
-    kl = kl[:, input_len:]
-    loss = -(policy_gradient - beta * kl).mean()
+    response_loss = (policy_gradient - beta * kl)[:, input_len:]
+    # one mean over every response token: with equal lengths, the same as the paper's per-response mean
+    loss = -response_loss.mean()
     return loss
 
 

@@ -24,8 +24,8 @@ def cases():
         return reward_chosen, reward_rejected
 
     def spec_loss(m):
-        _, reward_chosen, reward_rejected = spec_setup(m)
-        return m.compute_preference_loss(reward_chosen, reward_rejected)
+        model, reward_chosen, reward_rejected = spec_setup(m)
+        return model.compute_preference_loss(reward_chosen, reward_rejected)
 
     def counts(m):
         model = build(m)
@@ -34,7 +34,7 @@ def cases():
 
     def gradients(m):
         model, reward_chosen, reward_rejected = spec_setup(m)
-        m.compute_preference_loss(reward_chosen, reward_rejected).backward()
+        model.compute_preference_loss(reward_chosen, reward_rejected).backward()
         backbone_grads = sum(p.grad is not None for p in model.backbone.parameters())
         return {"backbone parameters with a gradient": backbone_grads,
                 "value_head.weight.grad": model.value_head.weight.grad,
@@ -50,13 +50,13 @@ def cases():
         g = torch.Generator().manual_seed(3)
         reward_chosen = (torch.randn(6, generator=g) * 2).requires_grad_(True)
         reward_rejected = (torch.randn(6, generator=g) * 2).requires_grad_(True)
-        loss = m.compute_preference_loss(reward_chosen, reward_rejected)
+        loss = build(m).compute_preference_loss(reward_chosen, reward_rejected)
         loss.backward()
         return loss, reward_chosen.grad, reward_rejected.grad
 
     def confident(m):
         # the model is very sure, and wrong, on the first pair: r_chosen - r_rejected = -300
-        return m.compute_preference_loss(torch.tensor([-150.0, 0.0, 3.0]), torch.tensor([150.0, 1.0, 2.0]))
+        return build(m).compute_preference_loss(torch.tensor([-150.0, 0.0, 3.0]), torch.tensor([150.0, 1.0, 2.0]))
 
     return [
         Case("spec setup: rewards of chosen and rejected", "visible", spec_rewards),

@@ -26,11 +26,10 @@ class RewardModel(nn.Module):
         reward = self.value_head(last_hidden).squeeze(-1)  # BLANK
         return reward
 
-
-def compute_preference_loss(reward_chosen, reward_rejected):
-    # Bradley-Terry: P(chosen preferred to rejected) = sigmoid(r_chosen - r_rejected)
-    loss = -F.logsigmoid(reward_chosen - reward_rejected).mean()  # BLANK
-    return loss
+    def compute_preference_loss(self, reward_chosen, reward_rejected):
+        # Bradley-Terry: P(chosen preferred to rejected) = sigmoid(r_chosen - r_rejected)
+        loss = -F.logsigmoid(reward_chosen - reward_rejected).mean()  # BLANK
+        return loss
 
 
 if __name__ == "__main__":
@@ -44,7 +43,7 @@ if __name__ == "__main__":
 
     reward_chosen = model(chosen_ids)
     reward_rejected = model(rejected_ids)
-    loss = compute_preference_loss(reward_chosen, reward_rejected)
+    loss = model.compute_preference_loss(reward_chosen, reward_rejected)
     print(f"rewards (chosen):   {[round(r, 4) for r in reward_chosen.tolist()]}")
     print(f"rewards (rejected): {[round(r, 4) for r in reward_rejected.tolist()]}")
     print(f"preference loss: {loss.item():.6f}")
