@@ -30,6 +30,13 @@ _EXPORTS: dict[str, str] = {
     "SequenceLogProbs": "alignlings.logprobs",
     "RewardModel": "alignlings.reward_model",
     "check": "alignlings.practice.notebook",
+    "kto_loss": "alignlings.losses.kto",
+    "kto_metrics": "alignlings.losses.kto",
+    "KTO_LOSSES": "alignlings.losses.kto",
+    "cpo_loss": "alignlings.losses.cpo",
+    "CPO_LOSSES": "alignlings.losses.cpo",
+    "orpo_loss": "alignlings.losses.orpo",
+    "orpo_metrics": "alignlings.losses.orpo",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -46,3 +53,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from alignlings.losses.reward import bradley_terry_loss
     from alignlings.practice.notebook import check
     from alignlings.reward_model import RewardModel
+    from alignlings.losses.kto import KTO_LOSSES, kto_loss, kto_metrics
+    from alignlings.losses.cpo import CPO_LOSSES, cpo_loss
+    from alignlings.losses.orpo import orpo_loss, orpo_metrics
