@@ -279,7 +279,7 @@ def test_export_import_round_trip(tmp_path):
     with ProgressStore(tmp_path / "a.sqlite3") as a, ProgressStore(tmp_path / "b.sqlite3") as b:
         _fill(a)
         data = json.loads(json.dumps(a.export(), ensure_ascii=False))  # through a file: JSON-able
-        assert data["format"] == "alignlings-progress" and data["version"] == 1
+        assert data["format"] == "alignlings-progress" and data["version"] == 2
         counts = b.import_(data)
         assert counts == {"attempts": 2, "events": 4, "quiz_answers": 1, "cloze": 1, "settings": 2}
         assert b.summary() == a.summary()
@@ -418,3 +418,57 @@ class _Box:
 
     def put(self, items):
         self.items = items
+
+
+# -- packs -----------------------------------------------------------------------------------------
+
+def test_a_v2_database_keeps_its_rows_as_the_builtin_packs(tmp_path):
+    path = tmp_path / "v2.sqlite3"
+    db = P.connect(path)
+    assert P.migrate(db, target=2) == 2
+    db.execute("INSERT INTO attempts (uuid, exercise, passed, created_at, code, verdict, source) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?)", ("9b2f3c2e-0000-4000-8000-000000000011", "dpo-loss", 1,
+                                              "2024-05-01T10:00:00.000000+00:00", "c", json.dumps({"passed": True}), "web"))
+    db.execute("INSERT INTO quiz_answers (uuid, question_id, choice, correct, created_at) VALUES (?, ?, ?, ?, ?)",
+               ("9b2f3c2e-0000-4000-8000-000000000012", "bt-probability", 2, 1, "2024-05-01T10:00:01.000000+00:00"))
+    db.close()
+    with ProgressStore(path) as s:
+        assert s.summary("dpo-grpo")["dpo-loss"]["solved"] and s.summary()["dpo-loss"]["attempts"] == 1
+        assert s.summary("ipo-course") == {}
+        assert s.quiz_answers()["bt-probability"]["correct"] and s.quiz_answers(pack="ipo-course") == {}
+        assert s.packs() == ["dpo-grpo"]
+
+
+def test_two_packs_with_one_exercise_id_stay_apart(store):
+    store.record_attempt("dpo-loss", verdict(True), code="a")
+    store.record_attempt("dpo-loss", verdict(False), code="b", pack="ipo-course")
+    store.record_hint("dpo-loss", pack="ipo-course")
+    store.reset("dpo-loss")  # the built-in one only
+    assert store.summary()["dpo-loss"] == {**store.summary()["dpo-loss"], "solved": False, "attempts": 0}
+    theirs = store.summary("ipo-course")["dpo-loss"]
+    assert theirs["attempts"] == 1 and theirs["hints"] == 1 and not theirs["solved"]
+    assert [a["code"] for a in store.attempts("dpo-loss", pack="ipo-course")] == ["b"]
+    assert store.hints_taken("dpo-loss") == 0 and store.packs() == ["dpo-grpo", "ipo-course"]
+    with pytest.raises(ValueError, match="pack"):
+        store.record_hint("dpo-loss", pack="")
+
+
+def test_hints_never_count_past_the_available_ones(store):
+    assert [store.record_hint("dpo-loss", available=3) for _ in range(5)] == [1, 2, 3, 3, 3]
+    assert store.summary()["dpo-loss"]["hints"] == 3
+    with pytest.raises(ValueError, match="available"):
+        store.record_hint("dpo-loss", available=-1)
+
+
+def test_export_carries_the_pack_and_a_version_1_file_imports_as_builtin(tmp_path):
+    with ProgressStore(tmp_path / "a.sqlite3") as a, ProgressStore(tmp_path / "b.sqlite3") as b:
+        a.record_attempt("dpo-loss", verdict(True), code="x", pack="ipo-course")
+        data = a.export()
+        assert data["version"] == 2 and data["attempts"][0]["pack"] == "ipo-course"
+        b.import_(data)
+        assert b.summary("ipo-course")["dpo-loss"]["solved"] and "dpo-loss" not in b.summary()
+        old = {"format": "alignlings-progress", "version": 1, "attempts": [
+            {k: v for k, v in data["attempts"][0].items() if k != "pack"}
+            | {"uuid": "9b2f3c2e-0000-4000-8000-000000000021"}]}
+        assert b.import_(old)["attempts"] == 1
+        assert b.summary()["dpo-loss"]["solved"]

@@ -13,6 +13,10 @@ a uuid, so importing the same export twice adds nothing.
 
 The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]`` takes a database from
 version ``i`` to ``i + 1`` and they run in order, each in its own transaction.
+
+Rows are keyed by pack and exercise (a teacher's ``dpo-loss`` is not the built-in one): every
+method takes ``pack=``, defaulting to the built-in pack, to which rows written before packs were
+recorded (schema version 2, export version 1) belong.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 EXPORT_FORMAT = "alignlings-progress"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: rows carry "pack"; version 1 files are read as the built-in pack's
+DEFAULT_PACK = "dpo-grpo"  # the built-in pack's id (alignlings.practice.pack.BUILTIN_PACK_ID)
 BUSY_TIMEOUT_MS = 30_000
 DB_NAME = "progress.sqlite3"
 
@@ -158,7 +163,25 @@ def _v2(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+def _v3(db: sqlite3.Connection) -> None:
+    """Rows keyed by pack and exercise; existing rows belong to the built-in pack."""
+    _script(db, f"""
+        ALTER TABLE attempts ADD COLUMN pack TEXT NOT NULL DEFAULT '{DEFAULT_PACK}';
+        ALTER TABLE events ADD COLUMN pack TEXT NOT NULL DEFAULT '{DEFAULT_PACK}';
+        ALTER TABLE quiz_answers ADD COLUMN pack TEXT NOT NULL DEFAULT '{DEFAULT_PACK}';
+        ALTER TABLE cloze_results ADD COLUMN pack TEXT NOT NULL DEFAULT '{DEFAULT_PACK}';
+        DROP INDEX attempts_exercise;
+        DROP INDEX events_exercise;
+        DROP INDEX quiz_question;
+        DROP INDEX cloze_snippet;
+        CREATE INDEX attempts_exercise ON attempts (pack, exercise, created_at);
+        CREATE INDEX events_exercise ON events (pack, exercise, kind, created_at);
+        CREATE INDEX quiz_question ON quiz_answers (pack, question_id, created_at);
+        CREATE INDEX cloze_snippet ON cloze_results (pack, snippet, key, created_at);
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -273,70 +296,85 @@ class ProgressStore:
         self.close()
 
     # -- resets --------------------------------------------------------------------------------
-    def _reset_at(self, exercise: str) -> str:
+    def _reset_at(self, exercise: str, pack: str) -> str:
         """When the exercise was last reset ('' if never): summaries count what came after."""
-        row = self._read("SELECT MAX(created_at) FROM events WHERE exercise = ? AND kind = ?", (exercise, RESET))
+        row = self._read("SELECT MAX(created_at) FROM events WHERE pack = ? AND exercise = ? AND kind = ?",
+                         (_pack(pack), exercise, RESET))
         return row[0][0] or ""
 
-    def _resets(self) -> dict[str, str]:
-        rows = self._read("SELECT exercise, MAX(created_at) FROM events WHERE kind = ? GROUP BY exercise", (RESET,))
+    def _resets(self, pack: str) -> dict[str, str]:
+        rows = self._read("SELECT exercise, MAX(created_at) FROM events WHERE pack = ? AND kind = ? "
+                          "GROUP BY exercise", (_pack(pack), RESET))
         return {r[0]: r[1] for r in rows}
 
-    def reset(self, exercise: str) -> None:
+    def reset(self, exercise: str, *, pack: str = DEFAULT_PACK) -> None:
         """Start the exercise over: its summary restarts; its history stays (``attempts`` flags it)."""
-        self._write(lambda db: _insert_event(db, exercise, RESET))
+        self._write(lambda db: _insert_event(db, exercise, RESET, _pack(pack)))
 
     # -- attempts ------------------------------------------------------------------------------
-    def record_attempt(self, exercise: str, verdict: dict, *, code: str, source: str = "cli") -> int:
+    def record_attempt(self, exercise: str, verdict: dict, *, code: str, source: str = "cli",
+                       pack: str = DEFAULT_PACK) -> int:
         """Store one graded attempt; returns its row id."""
         passed = bool(verdict.get("passed"))
         text = json.dumps(verdict, ensure_ascii=False, default=str)
+        pack = _pack(pack)
 
         def insert(db):
             cur = db.execute(
-                "INSERT INTO attempts (uuid, exercise, passed, created_at, code, verdict, source) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (str(uuidlib.uuid4()), exercise, int(passed), utcnow(), code, text, source))
+                "INSERT INTO attempts (uuid, pack, exercise, passed, created_at, code, verdict, source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (str(uuidlib.uuid4()), pack, exercise, int(passed), utcnow(), code, text, source))
             return cur.lastrowid
 
         return self._write(insert)
 
-    def attempts(self, exercise: str) -> list[dict]:
+    def attempts(self, exercise: str, *, pack: str = DEFAULT_PACK) -> list[dict]:
         """Every attempt at the exercise, oldest first, including those before a reset
         (``before_reset`` is True for them; ``reset_at`` is the last reset or None)."""
-        reset_at = self._reset_at(exercise)
+        reset_at = self._reset_at(exercise, pack)
         rows = self._read("SELECT id, uuid, passed, created_at, code, verdict, source FROM attempts "
-                          "WHERE exercise = ? ORDER BY created_at, id", (exercise,))
+                          "WHERE pack = ? AND exercise = ? ORDER BY created_at, id", (_pack(pack), exercise))
         return [{"id": r["id"], "uuid": r["uuid"], "passed": bool(r["passed"]), "created_at": r["created_at"],
                  "code": r["code"], "verdict": json.loads(r["verdict"]), "source": r["source"],
                  "before_reset": bool(reset_at) and r["created_at"] <= reset_at, "reset_at": reset_at or None}
                 for r in rows]
 
     # -- hints and solutions -------------------------------------------------------------------
-    def record_hint(self, exercise: str) -> int:
-        """Record one more hint taken; returns how many have been taken since the last reset."""
+    def record_hint(self, exercise: str, *, pack: str = DEFAULT_PACK, available: int | None = None) -> int:
+        """Record one more hint taken; returns how many have been taken since the last reset.
+
+        With ``available`` (the exercise's number of hints) nothing is recorded once all were
+        taken, and the count never exceeds it: asking again re-shows the last hint.
+        """
+        pack = _pack(pack)
+        if available is not None and (isinstance(available, bool) or not isinstance(available, int)
+                                      or available < 0):
+            raise ValueError(f"available: expected a non-negative int, got {available!r}")
+
         def insert(db):
-            _insert_event(db, exercise, HINT)
-            return _count_events(db, exercise, HINT)
+            if available is None or _count_events(db, exercise, HINT, pack) < available:
+                _insert_event(db, exercise, HINT, pack)
+            return _count_events(db, exercise, HINT, pack)
 
         return self._write(insert)
 
-    def hints_taken(self, exercise: str) -> int:
-        return _count_events(self._db(), exercise, HINT)
+    def hints_taken(self, exercise: str, *, pack: str = DEFAULT_PACK) -> int:
+        return _count_events(self._db(), exercise, HINT, _pack(pack))
 
-    def record_solution_revealed(self, exercise: str) -> None:
-        self._write(lambda db: _insert_event(db, exercise, REVEAL))
+    def record_solution_revealed(self, exercise: str, *, pack: str = DEFAULT_PACK) -> None:
+        self._write(lambda db: _insert_event(db, exercise, REVEAL, _pack(pack)))
 
     # -- quiz ------------------------------------------------------------------------------------
-    def record_quiz_answer(self, question_id: str, choice: int, correct: bool) -> None:
+    def record_quiz_answer(self, question_id: str, choice: int, correct: bool, *, pack: str = DEFAULT_PACK) -> None:
         self._write(lambda db: db.execute(
-            "INSERT INTO quiz_answers (uuid, question_id, choice, correct, created_at) VALUES (?, ?, ?, ?, ?)",
-            (str(uuidlib.uuid4()), question_id, int(choice), int(bool(correct)), utcnow())))
+            "INSERT INTO quiz_answers (uuid, pack, question_id, choice, correct, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (str(uuidlib.uuid4()), _pack(pack), question_id, int(choice), int(bool(correct)), utcnow())))
 
-    def quiz_answers(self) -> dict[str, dict]:
+    def quiz_answers(self, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """question id -> the last answer: ``choice``, ``correct``, ``attempts`` (answers so far), ``answered_at``."""
         out: dict[str, dict] = {}
-        rows = self._read("SELECT question_id, choice, correct, created_at FROM quiz_answers ORDER BY created_at, id")
+        rows = self._read("SELECT question_id, choice, correct, created_at FROM quiz_answers WHERE pack = ? "
+                          "ORDER BY created_at, id", (_pack(pack),))
         for r in rows:
             n = out.get(r["question_id"], {}).get("attempts", 0)
             out[r["question_id"]] = {"choice": r["choice"], "correct": bool(r["correct"]), "attempts": n + 1,
@@ -344,27 +382,27 @@ class ProgressStore:
         return out
 
     # -- cloze -----------------------------------------------------------------------------------
-    def record_cloze(self, snippet: str, results: list[dict]) -> None:
+    def record_cloze(self, snippet: str, results: list[dict], *, pack: str = DEFAULT_PACK) -> None:
         """Store one round of the cloze drill: each result ``{"key", "token", "correct"}``."""
         rows = []
         now = utcnow()
         for i, r in enumerate(results):
             try:
-                rows.append((str(uuidlib.uuid4()), snippet, str(r["key"]), str(r["token"]),
+                rows.append((str(uuidlib.uuid4()), _pack(pack), snippet, str(r["key"]), str(r["token"]),
                              int(bool(r["correct"])), now))
             except (KeyError, TypeError):
                 raise ValueError(f"results[{i}]: expected a dict with 'key', 'token' and 'correct', "
                                  f"got {r!r}") from None
         self._write(lambda db: db.executemany(
-            "INSERT INTO cloze_results (uuid, snippet, key, token, correct, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)", rows))
+            "INSERT INTO cloze_results (uuid, pack, snippet, key, token, correct, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows))
 
-    def cloze_stats(self, snippet: str) -> dict[str, dict]:
+    def cloze_stats(self, snippet: str, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """position key -> ``seen``, ``wrong``, ``right``, ``streak`` (correct answers in a row, latest
         first), ``token`` (as last recorded) and ``due`` (the sampling weight, see :func:`cloze_due`)."""
         stats: dict[str, dict] = {}
-        rows = self._read("SELECT key, token, correct FROM cloze_results WHERE snippet = ? ORDER BY created_at, id",
-                          (snippet,))
+        rows = self._read("SELECT key, token, correct FROM cloze_results WHERE pack = ? AND snippet = ? "
+                          "ORDER BY created_at, id", (_pack(pack), snippet))
         for r in rows:
             s = stats.setdefault(r["key"], {"seen": 0, "wrong": 0, "streak": 0, "token": r["token"]})
             s["seen"] += 1
@@ -380,17 +418,19 @@ class ProgressStore:
         return stats
 
     # -- summary ---------------------------------------------------------------------------------
-    def summary(self) -> dict[str, dict]:
+    def summary(self, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """exercise -> ``solved``, ``attempts``, ``hints``, ``revealed``, ``solved_at``, ``last_attempt_at``,
-        counting only what happened after the exercise's last reset."""
-        resets = self._resets()
+        for one pack, counting only what happened after the exercise's last reset."""
+        pack = _pack(pack)
+        resets = self._resets(pack)
         out: dict[str, dict] = {}
 
         def entry(ex):
             return out.setdefault(ex, {"solved": False, "attempts": 0, "hints": 0, "revealed": False,
                                        "solved_at": None, "last_attempt_at": None})
 
-        for r in self._read("SELECT exercise, passed, created_at FROM attempts ORDER BY created_at, id"):
+        for r in self._read("SELECT exercise, passed, created_at FROM attempts WHERE pack = ? "
+                            "ORDER BY created_at, id", (pack,)):
             e = entry(r["exercise"])
             if r["created_at"] <= resets.get(r["exercise"], ""):
                 continue
@@ -398,7 +438,8 @@ class ProgressStore:
             e["last_attempt_at"] = r["created_at"]
             if r["passed"] and not e["solved"]:
                 e["solved"], e["solved_at"] = True, r["created_at"]
-        for r in self._read("SELECT exercise, kind, created_at FROM events ORDER BY created_at, id"):
+        for r in self._read("SELECT exercise, kind, created_at FROM events WHERE pack = ? ORDER BY created_at, id",
+                            (pack,)):
             e = entry(r["exercise"])
             if r["kind"] == RESET or r["created_at"] <= resets.get(r["exercise"], ""):
                 continue
@@ -407,6 +448,11 @@ class ProgressStore:
             elif r["kind"] == REVEAL:
                 e["revealed"] = True
         return out
+
+    def packs(self) -> list[str]:
+        """The ids of the packs that have any rows, sorted."""
+        rows = self._read(" UNION ".join(f"SELECT DISTINCT pack FROM {t}" for t in _TABLES) + " ORDER BY 1")
+        return [r[0] for r in rows]
 
     # -- first run and settings ------------------------------------------------------------------
     def is_first_run(self) -> bool:
@@ -433,20 +479,22 @@ class ProgressStore:
 
     # -- export / import -------------------------------------------------------------------------
     def export(self) -> dict:
-        """Everything, as JSON-able data: ``{"format": "alignlings-progress", "version": 1, ...}``."""
+        """Everything, as JSON-able data: ``{"format": "alignlings-progress", "version": 2, ...}``
+        (every row names its ``pack``)."""
         db = self._db()
         db.execute("BEGIN")  # one consistent snapshot
         try:
-            attempts = [{"uuid": r["uuid"], "exercise": r["exercise"], "passed": bool(r["passed"]),
+            attempts = [{"uuid": r["uuid"], "pack": r["pack"], "exercise": r["exercise"], "passed": bool(r["passed"]),
                          "created_at": r["created_at"], "code": r["code"], "verdict": json.loads(r["verdict"]),
                          "source": r["source"]}
                         for r in db.execute("SELECT * FROM attempts ORDER BY created_at, id")]
-            events = [{"uuid": r["uuid"], "exercise": r["exercise"], "kind": r["kind"], "created_at": r["created_at"]}
+            events = [{"uuid": r["uuid"], "pack": r["pack"], "exercise": r["exercise"], "kind": r["kind"],
+                       "created_at": r["created_at"]}
                       for r in db.execute("SELECT * FROM events ORDER BY created_at, id")]
-            quiz = [{"uuid": r["uuid"], "question_id": r["question_id"], "choice": r["choice"],
+            quiz = [{"uuid": r["uuid"], "pack": r["pack"], "question_id": r["question_id"], "choice": r["choice"],
                      "correct": bool(r["correct"]), "created_at": r["created_at"]}
                     for r in db.execute("SELECT * FROM quiz_answers ORDER BY created_at, id")]
-            cloze = [{"uuid": r["uuid"], "snippet": r["snippet"], "key": r["key"], "token": r["token"],
+            cloze = [{"uuid": r["uuid"], "pack": r["pack"], "snippet": r["snippet"], "key": r["key"], "token": r["token"],
                       "correct": bool(r["correct"]), "created_at": r["created_at"]}
                      for r in db.execute("SELECT * FROM cloze_results ORDER BY created_at, id")]
             settings = {r["key"]: {"value": json.loads(r["value"]), "updated_at": r["updated_at"]}
@@ -491,23 +539,29 @@ class ProgressStore:
 
 
 _TABLES = {
-    "attempts": ("uuid", "exercise", "passed", "created_at", "code", "verdict", "source"),
-    "events": ("uuid", "exercise", "kind", "created_at"),
-    "quiz_answers": ("uuid", "question_id", "choice", "correct", "created_at"),
-    "cloze_results": ("uuid", "snippet", "key", "token", "correct", "created_at"),
+    "attempts": ("uuid", "pack", "exercise", "passed", "created_at", "code", "verdict", "source"),
+    "events": ("uuid", "pack", "exercise", "kind", "created_at"),
+    "quiz_answers": ("uuid", "pack", "question_id", "choice", "correct", "created_at"),
+    "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
 }
 
 
-def _insert_event(db: sqlite3.Connection, exercise: str, kind: str) -> None:
-    db.execute("INSERT INTO events (uuid, exercise, kind, created_at) VALUES (?, ?, ?, ?)",
-               (str(uuidlib.uuid4()), exercise, kind, utcnow()))
+def _pack(pack: Any) -> str:
+    if not isinstance(pack, str) or not pack.strip():
+        raise ValueError(f"pack: expected a pack id (a non-empty string), got {pack!r}")
+    return pack
 
 
-def _count_events(db: sqlite3.Connection, exercise: str, kind: str) -> int:
-    reset = db.execute("SELECT MAX(created_at) FROM events WHERE exercise = ? AND kind = ?",
-                       (exercise, RESET)).fetchone()[0] or ""
-    return db.execute("SELECT COUNT(*) FROM events WHERE exercise = ? AND kind = ? AND created_at > ?",
-                      (exercise, kind, reset)).fetchone()[0]
+def _insert_event(db: sqlite3.Connection, exercise: str, kind: str, pack: str) -> None:
+    db.execute("INSERT INTO events (uuid, pack, exercise, kind, created_at) VALUES (?, ?, ?, ?, ?)",
+               (str(uuidlib.uuid4()), pack, exercise, kind, utcnow()))
+
+
+def _count_events(db: sqlite3.Connection, exercise: str, kind: str, pack: str) -> int:
+    reset = db.execute("SELECT MAX(created_at) FROM events WHERE pack = ? AND exercise = ? AND kind = ?",
+                       (pack, exercise, RESET)).fetchone()[0] or ""
+    return db.execute("SELECT COUNT(*) FROM events WHERE pack = ? AND exercise = ? AND kind = ? AND created_at > ?",
+                      (pack, exercise, kind, reset)).fetchone()[0]
 
 
 # -- validating an export ------------------------------------------------------------------------
@@ -598,12 +652,16 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= EXPORT_VERSION:
         raise ValueError(f"version: expected an integer from 1 to {EXPORT_VERSION}, got {version!r}")
     out: dict[str, Any] = {t: [] for t in _TABLES}
+
+    def pack_of(r: dict, w: str) -> str:  # version 1 rows predate packs: the built-in pack's
+        return _pack(_field(r, "pack", str, w)) if "pack" in r else DEFAULT_PACK
+
     for i, r in enumerate(_rows(data, "attempts")):
         w = f"attempts[{i}]"
         verdict = _field(r, "verdict", dict, w)
         _plain_json(verdict, w + ".verdict")
         out["attempts"].append({
-            "uuid": _uuid(r, w), "exercise": _known(_field(r, "exercise", str, w), exercises, "an exercise",
+            "uuid": _uuid(r, w), "pack": pack_of(r, w), "exercise": _known(_field(r, "exercise", str, w), exercises, "an exercise",
                                                     w + ".exercise"),
             "passed": int(_field(r, "passed", bool, w)), "created_at": _utc_iso(r.get("created_at"), w + ".created_at"),
             "code": _field(r, "code", str, w), "verdict": json.dumps(verdict, ensure_ascii=False),
@@ -615,7 +673,7 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
         if kind not in EVENT_KINDS:
             raise ValueError(f"{w}.kind: expected one of {', '.join(EVENT_KINDS)}, got {kind!r}")
         exercise = _known(_field(r, "exercise", str, w), exercises, "an exercise", w + ".exercise")
-        out["events"].append({"uuid": _uuid(r, w), "exercise": exercise, "kind": kind,
+        out["events"].append({"uuid": _uuid(r, w), "pack": pack_of(r, w), "exercise": exercise, "kind": kind,
                               "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
     for i, r in enumerate(_rows(data, "quiz_answers")):
         w = f"quiz_answers[{i}]"
@@ -623,13 +681,13 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
         if not 0 <= choice < MAX_CHOICE:
             raise ValueError(f"{w}.choice: expected an option index from 0 to {MAX_CHOICE - 1}, got {choice}")
         question = _known(_field(r, "question_id", str, w), questions, "a quiz question", w + ".question_id")
-        out["quiz_answers"].append({"uuid": _uuid(r, w), "question_id": question, "choice": choice,
+        out["quiz_answers"].append({"uuid": _uuid(r, w), "pack": pack_of(r, w), "question_id": question, "choice": choice,
                                     "correct": int(_field(r, "correct", bool, w)),
                                     "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
     for i, r in enumerate(_rows(data, "cloze")):
         w = f"cloze[{i}]"
         snippet = _known(_field(r, "snippet", str, w), exercises, "an exercise", w + ".snippet")
-        out["cloze_results"].append({"uuid": _uuid(r, w), "snippet": snippet,
+        out["cloze_results"].append({"uuid": _uuid(r, w), "pack": pack_of(r, w), "snippet": snippet,
                                      "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
                                      "correct": int(_field(r, "correct", bool, w)),
                                      "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
