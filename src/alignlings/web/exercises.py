@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings.practice import blanks as bl
 from alignlings.practice.pack import Exercise, PackError
 from alignlings.web import render
+from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
 from alignlings.web.app import ctx, lang_of, render_page
 from alignlings.web.guard import QueueFull
@@ -55,23 +57,57 @@ def _blanks(ex: Exercise) -> list[bl.Blank]:
     return bl.find_blanks(ex.solution_source)
 
 
-def last_fills(request: Request, ex: Exercise) -> dict[int, str]:
-    """The fills of the learner's latest attempt, to put back into the inputs (empty if none)."""
+def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict]]:
+    """The latest attempt since the last reset: its fills (to put back into the inputs) and the
+    ✓/✗ mark of each blank (``index``, ``fill``, ``passed``, ``message``). Empty if none."""
     try:
         attempts = ctx(request).store.attempts(ex.id)
     except Exception:  # noqa: BLE001 - progress is a convenience here, never a reason to fail the page
-        return {}
+        return {}, []
     for attempt in reversed(list(attempts or [])):
-        code = attempt.get("code") if isinstance(attempt, dict) else getattr(attempt, "code", None)
+        get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
+        if get("before_reset"):
+            break
+        code = get("code")
         if code:
             fills = bl.extract_fills(code, ex.solution_source, _blanks(ex))
-            return {i: f for i, f in fills.items() if f and f != bl.PLACEHOLDER}
-    return {}
+            fills = {i: f for i, f in fills.items() if f and f != bl.PLACEHOLDER}
+            marks = [{"index": b.get("index"), "fill": fills.get(b.get("index"), ""), "passed": b.get("passed"),
+                      "message": b.get("message") or ""}
+                     for b in ((get("verdict") or {}).get("blanks") or []) if isinstance(b, dict)]
+            return fills, marks
+    return {}, []
+
+
+def last_fills(request: Request, ex: Exercise) -> dict[int, str]:
+    """The fills of the learner's latest attempt, to put back into the inputs (empty if none)."""
+    return last_attempt(request, ex)[0]
+
+
+_RUN_THE_FILE = re.compile(r"`python [\w./-]+\.py`")
+
+
+def web_statement(text: str) -> str:
+    """The statement without the sentences that tell a terminal learner to run the file
+    (``python dpo_loss.py``): in the web app, Check runs it and shows its output."""
+    paragraphs = re.split(r"(\n\s*\n)", text)
+    out = []
+    for para in paragraphs:
+        if _RUN_THE_FILE.search(para):
+            sentences = re.split(r"(?<=[.。!?！？])\s+|(?<=[。！？])", para)
+            para = " ".join(x for x in sentences if x and not _RUN_THE_FILE.search(x))
+            if not para.strip():
+                continue
+        out.append(para)
+    return "".join(out).strip() + "\n"
 
 
 def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) -> str:
-    """The template in ``lang``, highlighted, with an input per blank and a feedback row under it."""
+    """The template in ``lang``, highlighted, with an input per blank and a feedback row under it
+    (and a hint button after the blank where the pack has hints for it)."""
     texts, blanks = ex.texts(lang), _blanks(ex)
+    per_blank = blank_hints(ex, lang)
+    strings = ui(lang)
     marks = {b.index: f"@@ALIGNLINGS_BLANK_{b.index}@@" for b in blanks}
     marked = bl.render(ex.solution_source, blanks, marks, todos=list(texts.blanks), comments=_comments(ex, lang))
     holes, after_line, source = [], {}, marked
@@ -84,9 +120,15 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
             f'<input class="blank" data-index="{b.index}" id="blank-{b.index}" value="{value}" '
             f'placeholder="TODO {b.index}" aria-label="TODO {b.index}: {html.escape(todo, quote=True)}" '
             f'spellcheck="false" autocomplete="off" autocapitalize="off">'
-            f'<span class="mark" data-index="{b.index}"></span>')))
+            f'<span class="mark" data-index="{b.index}"></span>'
+            + (f'<button type="button" class="blank-hint" data-index="{b.index}" '
+               f'aria-label="{html.escape(strings["blank_hint_label"].format(n=b.index), quote=True)}" '
+               f'title="{html.escape(strings["blank_hint_label"].format(n=b.index), quote=True)}">?</button>'
+               if b.index - 1 < len(per_blank) and per_blank[b.index - 1] else ""))))
         line = source.count("\n", 0, start) + 1
-        after_line[line] = f'<span class="blank-fb" data-index="{b.index}" hidden></span>'
+        after_line[line] = after_line.get(line, "") + (
+            f'<span class="blank-fb" data-index="{b.index}" hidden></span>'
+            f'<span class="blank-hints" data-index="{b.index}" hidden></span>')
     return render.highlight(source, holes, after_line)
 
 
@@ -151,6 +193,8 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
     lang, c = lang_of(request), ctx(request)
 
     def grade() -> dict:
+        from alignlings.practice.grader import template_for
+
         grader = c.grader()
         verdict = grader.check(ex.id, body.code, fills=body.fills, lang=lang)
         code = body.code if body.code is not None else grader.submission(ex, fills=body.fills).code
@@ -158,7 +202,10 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
             c.store.record_attempt(ex.id, verdict, code=code, source="web")
         except Exception:  # noqa: BLE001 - a full disk must not hide the verdict
             log.exception("could not record the attempt on %s", ex.id)
-        return verdict
+        if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
+            return verdict
+        return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
+                                   graded_code=code, lang=lang)
 
     try:
         return await c.check_queue.run(grade)
@@ -171,11 +218,53 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
 
 
+class HintBody(BaseModel):
+    """Empty for the exercise's next hint; ``blank`` for the next hint about one TODO."""
+
+    model_config = ConfigDict(extra="forbid")
+    blank: int | None = Field(default=None, ge=1, description="The TODO number (1-based).")
+
+
+def blank_hints(ex: Exercise, lang: str) -> list[list[str]]:
+    """Per-blank hints of the pack (``texts.blank_hints``), one list per blank; [] when the pack has none."""
+    hints = getattr(ex.texts(lang), "blank_hints", None) or []
+    return [list(h or []) for h in hints]
+
+
+def _blank_hints_key(ex: Exercise) -> str:
+    return f"web.blank_hints_taken:{ex.id}"
+
+
+def blank_hints_taken(request: Request, ex: Exercise) -> dict[int, int]:
+    try:
+        raw = ctx(request).store.get_setting(_blank_hints_key(ex), {}) or {}
+        return {int(k): int(v) for k, v in raw.items()}
+    except Exception:  # noqa: BLE001 - progress is a convenience here
+        return {}
+
+
 @router.post("/api/exercises/{exercise_id}/hint", tags=["exercises"])
-def next_hint(request: Request, exercise_id: str) -> dict:
-    """Record and return the next hint (progressive: a nudge first, the formula last)."""
+def next_hint(request: Request, exercise_id: str, body: HintBody | None = None) -> dict:
+    """Record and return the next hint (progressive: a nudge first, the formula last).
+
+    With ``{"blank": n}``: the next hint about TODO n (the pack's ``blank_hints``), remembered per
+    blank; 404 when the pack has none for that TODO.
+    """
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
+    if body is not None and body.blank is not None:
+        if not ex.is_code or body.blank > len(_blanks(ex)):
+            raise HTTPException(422, f"blank: expected 1..{len(_blanks(ex)) if ex.is_code else 0}, got {body.blank}")
+        per_blank = blank_hints(ex, lang)
+        hints = per_blank[body.blank - 1] if body.blank - 1 < len(per_blank) else []
+        if not hints:
+            raise HTTPException(404, f"{exercise_id!r} has no hints for TODO {body.blank}")
+        taken = blank_hints_taken(request, ex)
+        n = min(taken.get(body.blank, 0) + 1, len(hints))
+        taken[body.blank] = n
+        ctx(request).store.set_setting(_blank_hints_key(ex), {str(k): v for k, v in taken.items()})
+        return {"blank": body.blank, "index": n, "total": len(hints), "hint": hints[n - 1],
+                "html": render.inline_markdown(hints[n - 1]), "last": n >= len(hints)}
     hints = ex.texts(lang).hints
     if not hints:
         raise HTTPException(404, f"{exercise_id!r} has no hints")
@@ -196,9 +285,21 @@ def reveal_solution(request: Request, exercise_id: str) -> dict:
     code = solution_for(ex, lang)
     texts = ex.texts(lang)
     blanks = _blanks(ex)
-    return {"solution": code, "html": render.highlight(code),
-            "answers": [{"index": b.index, "name": b.name, "answer": b.answer} for b in blanks],
+    todos = list(texts.blanks)
+    return {"solution": code, "html": answers_html(blanks, todos, lang),
+            "answers": [{"index": b.index, "name": b.name, "answer": b.answer,
+                         "todo": todos[b.index - 1] if b.index - 1 < len(todos) else ""} for b in blanks],
             "explanation": texts.explanation, "explanation_html": render.markdown(texts.explanation)}
+
+
+def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> str:
+    """The reference fills, one per TODO (what goes in each box, not the whole file)."""
+    items = []
+    for b in blanks:
+        todo = todos[b.index - 1] if b.index - 1 < len(todos) else ""
+        items.append(f'<li data-index="{b.index}"><span class="answer-todo">TODO {b.index}'
+                     f'{ui(lang)["colon"] + html.escape(todo) if todo else ""}</span>{render.highlight(b.answer)}</li>')
+    return f'<ol class="answers">{"".join(items)}</ol>'
 
 
 # -- page ------------------------------------------------------------------------------------
@@ -214,12 +315,28 @@ def exercise_page(request: Request, exercise_id: str):
     taken = hints_taken(request, ex)
     hints = [render.inline_markdown(h) for h in texts.hints[:taken]]
     row = ctx(request).store.summary().get(ex.id, {})
-    order = list(ctx(request).pack.exercises)
+    pack = ctx(request).pack
+    order = list(pack.exercises)
     i = order.index(ex.id)
+
+    def link(j: int) -> dict | None:
+        if not 0 <= j < len(order):
+            return None
+        other = pack.get(order[j])
+        return {"id": other.id, "title": other.title.get(lang, other.id), "url": f"/exercises/{other.id}"}
+
+    fills, marks = last_attempt(request, ex)
+    per_blank = blank_hints(ex, lang)
+    taken_per_blank = blank_hints_taken(request, ex)
+    shown_blank_hints = {n: [render.inline_markdown(h) for h in per_blank[n - 1][:k]]
+                         for n, k in taken_per_blank.items() if 0 < n <= len(per_blank) and k > 0}
+    for m in marks:
+        m["message_html"] = render.inline_markdown(m["message"]) if "$" in m["message"] else html.escape(m["message"])
     return render_page(request, "exercise.html", nav="home", ex=ex, title=ex.title.get(lang, ex.id),
-                       statement_html=render.markdown(texts.statement),
-                       code_html=template_html(ex, lang, last_fills(request, ex)),
+                       statement_html=render.markdown(web_statement(texts.statement)),
+                       code_html=template_html(ex, lang, fills),
                        hints=hints, hints_total=len(texts.hints), solved=bool(row.get("solved")),
-                       prev_id=order[i - 1] if i > 0 else None,
-                       next_id=order[i + 1] if i + 1 < len(order) else None,
-                       client={"lang": lang, "t": ui(lang), "exercise": ex.id, "blanks": len(_blanks(ex))})
+                       revealed=bool(row.get("revealed")), prev=link(i - 1), next=link(i + 1),
+                       client={"lang": lang, "t": ui(lang), "exercise": ex.id, "blanks": len(_blanks(ex)),
+                               "marks": marks, "blank_hints": {str(k): v for k, v in shown_blank_hints.items()},
+                               "next": link(i + 1)})

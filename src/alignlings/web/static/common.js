@@ -7,10 +7,8 @@ const T = CLIENT.t;
 async function api(method, url, body) {
   const sep = url.includes("?") ? "&" : "?";
   const init = { method, headers: { "Accept": "application/json" }, credentials: "same-origin" };
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
+  if (method !== "GET" && method !== "HEAD") init.headers["Content-Type"] = "application/json";  // the server requires it
+  if (body !== undefined) init.body = JSON.stringify(body);
   try {
     const res = await fetch(`${url}${sep}lang=${CLIENT.lang}`, init);
     let data = null;
@@ -36,7 +34,7 @@ function errorText(res) {
   if (res.status === 429) return T.busy;
   const d = res.data && res.data.detail;
   if (Array.isArray(d)) return d.map((e) => e.msg).join("; ");
-  return `${T.error} ${res.status || ""}: ${d || ""}`;
+  return `${T.error} ${res.status || ""}${T.colon}${d || ""}`;
 }
 
 function el(tag, attrs, ...children) {

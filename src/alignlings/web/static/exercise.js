@@ -1,4 +1,5 @@
-/* Exercise page: inline blanks (Tab / Enter move on, Ctrl+Enter checks), check, hints, reveal. */
+/* Exercise page: inline blanks (Tab / Enter move on, Ctrl+Enter checks), check, hints, reveal.
+   The verdict comes in the page's terms (web/verdict.py): TODO numbers and displayed line numbers. */
 "use strict";
 (function () {
   const inputs = [...document.querySelectorAll("input.blank")]
@@ -7,9 +8,13 @@
   const hintBtn = document.getElementById("hint-btn");
   const revealBtn = document.getElementById("reveal-btn");
   const verdictBox = document.getElementById("verdict");
+  const allCasesBtn = document.getElementById("all-cases-btn");
   const storageKey = `alignlings:fills:${CLIENT.exercise}`;
+  let showAll = false;
+  let lastCases = [];
 
-  function fit(input) { input.style.width = `${Math.max(16, input.value.length + 2)}ch`; }
+  // grows with its text; never narrower than the placeholder "TODO n"
+  function fit(input) { input.style.width = `${Math.max(10, input.value.length + 2)}ch`; }
 
   // restore an unsaved draft (the server pre-fills the last checked attempt)
   try {
@@ -43,14 +48,29 @@
   });
   checkBtn.addEventListener("click", check);
   hintBtn.addEventListener("click", hint);
-  revealBtn.addEventListener("click", reveal);
+  revealBtn.addEventListener("click", () => {
+    const box = document.getElementById("reveal-confirm");
+    box.hidden = false;
+    document.getElementById("reveal-yes").focus();
+  });
+  document.getElementById("reveal-no").addEventListener("click", () => {
+    document.getElementById("reveal-confirm").hidden = true;
+    revealBtn.focus();
+  });
+  document.getElementById("reveal-yes").addEventListener("click", reveal);
+  allCasesBtn.addEventListener("click", () => { showAll = !showAll; renderCases(); });
+  document.querySelectorAll("button.blank-hint").forEach((btn) => btn.addEventListener("click", () => blankHint(btn)));
 
   function fbRow(index) { return document.querySelector(`.blank-fb[data-index="${index}"]`); }
   function markOf(index) { return document.querySelector(`.mark[data-index="${index}"]`); }
+  function fill(template, values) {
+    return Object.entries(values).reduce((s, [k, v]) => s.replaceAll(`{${k}}`, v), template);
+  }
 
   function clearMark(index) {
     const input = document.getElementById(`blank-${index}`);
-    input.classList.remove("ok", "bad");
+    input.classList.remove("ok", "bad", "unknown");
+    input.removeAttribute("aria-invalid");
     markOf(index).textContent = "";
     markOf(index).className = "mark";
     const row = fbRow(index);
@@ -58,67 +78,117 @@
     row.textContent = "";
   }
 
+  function fmt(v) { return typeof v === "number" ? Number(v.toPrecision(5)).toString() : String(v); }
+  // numbers under a blank: a scalar reads "expected 0.65898, got 0.65872"; elements keep their index
   function diffLine(diff) {
     if (!diff) return "";
     const parts = [];
-    if (diff.reason === "shape") parts.push(`shape ${JSON.stringify(diff.got_shape)} ≠ ${JSON.stringify(diff.expected_shape)}`);
-    if (diff.max_abs_diff !== undefined) parts.push(`max |diff| ${fmt(diff.max_abs_diff)}`);
-    if (Array.isArray(diff.first) && diff.first.length) {
+    if (diff.reason === "shape") {
+      parts.push(fill(T.expected_got, { expected: `shape ${JSON.stringify(diff.expected_shape)}`, got: JSON.stringify(diff.got_shape) }));
+    } else if (Array.isArray(diff.first) && diff.first.length) {
       parts.push(diff.first.slice(0, 3).map((f) => {
-        const text = T.expected_got.replace("{expected}", fmt(f.expected)).replace("{got}", fmt(f.got));
-        return f.index.length ? `[${f.index.join(",")}] ${text}` : text;
-      }).join("; "));
+        const text = fill(T.expected_got, { expected: fmt(f.expected), got: fmt(f.got) });
+        return f.index && f.index.length ? `[${f.index.join(",")}] ${text}` : text;
+      }).join(CLIENT.lang === "zh" ? "；" : "; "));
     } else if (diff.expected !== undefined && diff.got !== undefined) {
-      parts.push(T.expected_got.replace("{expected}", fmt(diff.expected)).replace("{got}", fmt(diff.got)));
+      parts.push(fill(T.expected_got, { expected: fmt(diff.expected), got: fmt(diff.got) }));
     }
     return parts.join(" · ");
   }
   // the engine's message repeats the case name ("case 'x': ..." / "用例「x」：..."): it is shown already
   function caseMessage(c) {
-    for (const prefix of [`case '${c.name}': `, `用例「${c.name}」：`]) {
-      if (c.message.startsWith(prefix)) return c.message.slice(prefix.length);
+    for (const name of [c.title, c.name]) {
+      if (!name) continue;
+      for (const prefix of [`case '${name}': `, `用例「${name}」：`, `case '${name}' `, `用例「${name}」`]) {
+        if (c.message.startsWith(prefix)) return c.message.slice(prefix.length);
+      }
     }
     return c.message;
   }
-  function fmt(v) { return typeof v === "number" ? Number(v.toPrecision(5)).toString() : String(v); }
+
+  function markBlank(b) {
+    const input = document.getElementById(`blank-${b.index}`);
+    if (!input) return;
+    const mark = markOf(b.index), row = fbRow(b.index);
+    input.classList.remove("ok", "bad", "unknown");
+    row.className = "blank-fb";
+    row.textContent = "";
+    if (b.passed === true) {
+      input.classList.add("ok"); input.removeAttribute("aria-invalid");
+      mark.className = "mark ok"; mark.textContent = "✓"; row.hidden = true;
+    } else {
+      input.classList.add(b.passed === false ? "bad" : "unknown");
+      if (b.passed === false) input.setAttribute("aria-invalid", "true");
+      mark.className = "mark bad"; mark.textContent = b.passed === false ? "✗" : "?";
+      // what is wrong (the misconception) first, the numbers after it
+      row.append(el("span", { class: "msg", html: b.message_html || "" }));
+      if (!b.message_html && b.message) row.lastChild.textContent = b.message;
+      const d = diffLine(b.diff);
+      if (d) row.append(el("span", { class: "diff", text: d }));
+      if (b.misconception) row.dataset.misconception = b.misconception;
+      row.hidden = !b.message && !d;
+    }
+  }
+
+  function caseItem(c) {
+    return el("li", { class: c.passed ? "ok" : (c.not_run ? "not-run" : "bad") },
+      el("span", { "aria-hidden": "true", text: c.passed ? "✓ " : (c.not_run ? "○ " : "✗ ") }),
+      el("strong", { text: c.title || c.name }), " ",
+      el("span", { class: "kind", text: `(${T[`kind_${c.kind}`] || c.kind})` }),
+      c.passed ? "" : el("span", { class: "case-msg", html: ` ${c.message_html ? caseMessageHtml(c) : ""}` }));
+  }
+  function caseMessageHtml(c) {
+    const text = caseMessage(c);
+    if (text !== c.message) { const span = document.createElement("span"); span.textContent = text; return span.innerHTML; }
+    return c.message_html;
+  }
+
+  function renderCases() {
+    const cases = document.getElementById("cases");
+    const failed = lastCases.filter((c) => !c.passed);
+    const shown = showAll || !failed.length ? lastCases : [failed[0]];
+    cases.replaceChildren(...shown.map(caseItem));
+    const right = lastCases.length - failed.length;
+    document.getElementById("cases-count").textContent = lastCases.length
+      ? fill(T.cases_passed, { right, total: lastCases.length }) : "";
+    document.getElementById("cases-title").textContent = !showAll && failed.length ? T.first_failing : T.cases;
+    allCasesBtn.hidden = !(failed.length && lastCases.length > 1);
+    allCasesBtn.textContent = showAll ? T.hide_cases : fill(T.show_all_cases, { n: lastCases.length });
+    allCasesBtn.setAttribute("aria-expanded", String(showAll));
+  }
 
   function showVerdict(v) {
-    for (const b of v.blanks) {
-      const input = document.getElementById(`blank-${b.index}`);
-      if (!input) continue;
-      const mark = markOf(b.index), row = fbRow(b.index);
-      input.classList.remove("ok", "bad");
-      row.className = "blank-fb";
-      row.textContent = "";
-      if (b.passed === true) {
-        input.classList.add("ok"); mark.className = "mark ok"; mark.textContent = "✓"; row.hidden = true;
-      } else {
-        input.classList.add(b.passed === false ? "bad" : "unknown");
-        mark.className = "mark bad"; mark.textContent = b.passed === false ? "✗" : "?";
-        row.append(el("span", { class: "msg", text: b.message || "" }));
-        const d = diffLine(b.diff);
-        if (d) row.append(el("span", { class: "diff", text: d }));
-        if (b.misconception) row.dataset.misconception = b.misconception;
-        row.hidden = !b.message && !d;
-      }
-    }
+    v.blanks.forEach(markBlank);
     verdictBox.hidden = false;
     verdictBox.className = `verdict ${v.passed ? "passed" : "failed"}`;
     document.getElementById("verdict-head").textContent = v.passed ? T.passed : T.failed;
+    // a misconception says what is wrong before any number does
+    const wrong = v.blanks.filter((b) => b.passed === false && b.misconception);
+    document.getElementById("verdict-wrong").hidden = !wrong.length;
+    document.getElementById("wrong-list").replaceChildren(...wrong.map((b) =>
+      el("li", {}, el("strong", { text: `TODO ${b.index}${T.colon}` }), el("span", { html: b.message_html || "" }))));
     const err = document.getElementById("verdict-error");
     err.hidden = !v.error;
-    err.textContent = v.error ? `${v.error.kind}: ${v.error.message}` : "";
-    const cases = document.getElementById("cases");
-    cases.replaceChildren(...v.cases.map((c) => el("li", { class: c.passed ? "ok" : "bad" },
-      el("span", { text: c.passed ? "✓ " : "✗ " }), el("strong", { text: c.name }), " ",
-      el("span", { class: "kind", text: `(${T[`kind_${c.kind}`] || c.kind})` }),
-      c.passed ? "" : ` ${caseMessage(c)}`)));
+    err.textContent = v.error ? v.error.message : "";
+    lastCases = v.cases || [];
+    showAll = false;
+    renderCases();
     const out = (v.stdout || "").trim();
     document.getElementById("stdout-box").hidden = !out;
     document.getElementById("stdout").textContent = out;
+    const next = document.getElementById("next-exercise");
+    next.hidden = !(v.passed && next.getAttribute("href"));
     if (v.passed) {
       document.getElementById("solved-badge").hidden = false;
       try { localStorage.removeItem(storageKey); } catch (e) { /* ignore */ }
+    }
+    scrollToVerdict();
+  }
+
+  function scrollToVerdict() {
+    const r = verdictBox.getBoundingClientRect();
+    if (r.top < 0 || r.top > window.innerHeight - 80) {
+      verdictBox.scrollIntoView({ behavior: "smooth", block: "start" });
     }
   }
 
@@ -134,10 +204,7 @@
     checkBtn.disabled = false;
     checkBtn.textContent = T.check;
     if (res.ok) { showVerdict(res.data); return; }
-    verdictBox.hidden = false;
-    verdictBox.className = "verdict failed";
-    document.getElementById("verdict-head").textContent = errorText(res);
-    document.getElementById("cases").replaceChildren();
+    alertBox(errorText(res));
   }
 
   async function hint() {
@@ -150,18 +217,53 @@
     if (res.data.last) { hintBtn.disabled = true; hintBtn.title = T.no_more_hints; }
   }
 
+  function showBlankHints(index, htmls) {
+    const box = document.querySelector(`.blank-hints[data-index="${index}"]`);
+    if (!box) return;
+    box.replaceChildren(...htmls.map((h, i) => el("span", { class: "bh", html: `${T.hint} ${i + 1}${T.colon}${h}` })));
+    box.hidden = !htmls.length;
+  }
+
+  async function blankHint(btn) {
+    const index = Number(btn.dataset.index);
+    const res = await api("POST", `/api/exercises/${CLIENT.exercise}/hint`, { blank: index });
+    if (!res.ok) { alertBox(errorText(res)); return; }
+    const shown = (CLIENT.blank_hints[index] = CLIENT.blank_hints[index] || []);
+    if (shown.length < res.data.index) shown.push(res.data.html);
+    showBlankHints(index, shown);
+    if (res.data.last) { btn.disabled = true; btn.title = T.no_more_hints; }
+  }
+
   async function reveal() {
+    document.getElementById("reveal-confirm").hidden = true;
     const res = await api("POST", `/api/exercises/${CLIENT.exercise}/solution`);
     if (!res.ok) { alertBox(errorText(res)); return; }
     document.getElementById("solution-code").innerHTML = res.data.html;
     document.getElementById("explanation").innerHTML = res.data.explanation_html;
-    document.getElementById("solution").hidden = false;
-    document.getElementById("solution").scrollIntoView({ behavior: "smooth", block: "start" });
+    const box = document.getElementById("solution");
+    box.hidden = false;
+    box.scrollIntoView({ behavior: "smooth", block: "start" });
+    box.focus({ preventScroll: true });
   }
 
   function alertBox(text) {
     verdictBox.hidden = false;
     verdictBox.className = "verdict failed";
     document.getElementById("verdict-head").textContent = text;
+    document.getElementById("verdict-wrong").hidden = true;
+    document.getElementById("verdict-error").hidden = true;
+    lastCases = [];
+    renderCases();
+    scrollToVerdict();
   }
+
+  // the last check's marks come back with its fills (only where the box still holds that fill)
+  (CLIENT.marks || []).forEach((m) => {
+    const input = document.getElementById(`blank-${m.index}`);
+    if (input && m.fill && input.value === m.fill && m.passed !== null && m.passed !== undefined) markBlank(m);
+  });
+  Object.entries(CLIENT.blank_hints || {}).forEach(([index, htmls]) => showBlankHints(index, htmls));
+  // the first empty blank (else the first) gets the focus, without scrolling the statement away
+  const first = inputs.find((x) => !x.value) || inputs[0];
+  if (first) first.focus({ preventScroll: true });
 })();
