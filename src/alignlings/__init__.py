@@ -37,6 +37,13 @@ _EXPORTS: dict[str, str] = {
     "CPO_LOSSES": "alignlings.losses.cpo",
     "orpo_loss": "alignlings.losses.orpo",
     "orpo_metrics": "alignlings.losses.orpo",
+    "sft_loss": "alignlings.losses.sft",
+    "rloo_advantages": "alignlings.losses.rloo",
+    "gae": "alignlings.losses.ppo",
+    "kl_shaped_rewards": "alignlings.losses.ppo",
+    "ppo_value_loss": "alignlings.losses.ppo",
+    "ppo_policy_loss": "alignlings.losses.ppo",
+    "ppo_policy_metrics": "alignlings.losses.ppo",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -53,6 +60,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from alignlings.losses.reward import bradley_terry_loss
     from alignlings.practice.notebook import check
     from alignlings.reward_model import RewardModel
+    from alignlings.losses.sft import sft_loss
+    from alignlings.losses.rloo import rloo_advantages
+    from alignlings.losses.ppo import gae, kl_shaped_rewards, ppo_policy_loss, ppo_policy_metrics, ppo_value_loss
     from alignlings.losses.kto import KTO_LOSSES, kto_loss, kto_metrics
     from alignlings.losses.cpo import CPO_LOSSES, cpo_loss
     from alignlings.losses.orpo import orpo_loss, orpo_metrics

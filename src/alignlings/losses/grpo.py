@@ -90,6 +90,28 @@ def _nanstd(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     return torch.where(count > 1, var.sqrt(), torch.full_like(var, float("nan")))
 
 
+def clipped_surrogate_loss(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    epsilon_low: float,
+    epsilon_high: float,
+    *,
+    delta: float | None = None,
+) -> torch.Tensor:
+    """PPO's clipped surrogate, negated: -min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), elementwise.
+
+    Shared by ``grpo_loss`` and ``ppo_policy_loss``. ``ratio`` and ``advantages`` broadcast ([B, T] with
+    [B, 1] or [B, T]); with ``delta`` the unclipped ratio is also capped at delta (TRL's two-sided clip),
+    after the clipped one has been taken from the uncapped ratio, as TRL.
+    """
+    ratio_clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+    if delta is not None:
+        ratio = torch.clamp(ratio, max=delta)
+    surrogate = ratio * advantages
+    surrogate_clipped = ratio_clipped * advantages
+    return -torch.min(surrogate, surrogate_clipped)  # [B, T] (or [B, 1] for sequence level)
+
+
 # ---------------------------------------------------------------------------------------------
 # Loss aggregation: how per-token losses [B, T] become one number. Each is a small function.
 # ---------------------------------------------------------------------------------------------
@@ -224,12 +246,7 @@ def grpo_loss(
         if use_bias_correction_kl:
             per_token_kl = per_token_kl * ratio
 
-    ratio_clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
-    if delta is not None:
-        ratio = torch.clamp(ratio, max=delta)
-    surrogate = ratio * advantages
-    surrogate_clipped = ratio_clipped * advantages
-    per_token_loss = -torch.min(surrogate, surrogate_clipped)  # [B, T] (or [B, 1] for sequence level)
+    per_token_loss = clipped_surrogate_loss(ratio, advantages, epsilon_low, epsilon_high, delta=delta)
     if beta != 0.0:
         per_token_loss = per_token_loss + beta * per_token_kl
     per_token_loss = per_token_loss.expand(B, T)
