@@ -2,7 +2,8 @@
 
 A thin layer over :func:`alignlings.web.app.create_app`. It binds 127.0.0.1 unless told otherwise;
 ``--host 0.0.0.0`` (a classroom) without ``--token`` generates a token and prints the URL that
-carries it, because every request without the token is refused. torch, FastAPI and uvicorn are
+carries it, because every request without the token is refused. Such a shared server does not
+import progress unless started with ``--allow-import``. torch, FastAPI and uvicorn are
 imported inside the command so that ``alignlings --help`` stays fast.
 """
 
@@ -52,6 +53,9 @@ def serve(
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser tab.")] = False,
     pack: Annotated[Path | None, typer.Option("--pack", help="Serve this pack folder instead of the built-in one.",
                                               show_default=False)] = None,
+    allow_import: Annotated[bool, typer.Option(
+        "--allow-import", help="Allow progress import on a server with a token (off there by default: "
+                               "everyone shares its progress store).")] = False,
 ) -> None:
     """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress."""
     import socket
@@ -67,7 +71,8 @@ def serve(
         token = secrets.token_urlsafe(18)
     try:
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
-        web = create_app(pack, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES))
+        web = create_app(pack, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
+                         allow_import=True if allow_import else None)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None
 
@@ -86,6 +91,8 @@ def serve(
         if lan:
             typer.echo(f"On this network: {_url(lan, port, token)}")
         typer.echo("Anyone on this network with the URL above (token included) can use this server.")
+    if token is not None and not allow_import:
+        typer.echo("Progress import is off on this shared server (--allow-import turns it on).")
     typer.echo("Press Ctrl+C to stop.")
     if not no_browser:
         import webbrowser

@@ -25,7 +25,14 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from alignlings.practice.pack import Pack, load_pack
 from alignlings.web import i18n
-from alignlings.web.guard import BodyLimitMiddleware, CheckQueue, QueueFull, TokenMiddleware
+from alignlings.web.guard import (
+    BodyLimitMiddleware,
+    CheckQueue,
+    QueueFull,
+    SameOriginMiddleware,
+    SecurityHeadersMiddleware,
+    TokenMiddleware,
+)
 
 HERE = Path(__file__).parent
 log = logging.getLogger("alignlings.web")
@@ -99,7 +106,8 @@ def _is_api(request: Request) -> bool:
 def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | None = None, token: str | None = None,
                grader=None, store=None, max_body_bytes: int = 1 << 20, max_concurrent_checks: int = 2,
                max_queue: int = 8, check_wait_seconds: float = 120.0, max_toy_runs: int = 2,
-               warm_up: bool = True, allowed_hosts: list[str] | None = None) -> FastAPI:
+               warm_up: bool = True, allowed_hosts: list[str] | None = None,
+               allow_import: bool | None = None) -> FastAPI:
     """Build the practice app.
 
     Args:
@@ -118,6 +126,12 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
         allowed_hosts: when set, requests whose Host header names another host get 400. ``serve``
             sets the loopback names when it runs without a token, so that a web page elsewhere
             cannot reach this server by pointing its own domain at 127.0.0.1 (DNS rebinding).
+        allow_import: whether ``POST /api/progress/import`` works. None (the default): only
+            without a token, since a server with a token is shared and its one store with it.
+
+    Without a token, state-changing requests must be same-origin JSON (``SameOriginMiddleware``:
+    a cross-site form or script cannot change progress); every response says
+    ``Referrer-Policy: no-referrer``.
     """
     from alignlings.web import cloze, exercises, home, progress, quiz, toy_grpo
 
@@ -142,6 +156,7 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     app = FastAPI(title="alignlings", version=_version(), lifespan=lifespan,
                   description="Practise DPO, GRPO and reward models: the JSON API behind `alignlings serve`.")
     app.state.ctx = context
+    app.state.allow_import = token is None if allow_import is None else bool(allow_import)
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.templates.env.globals["static_version"] = _version()
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -170,10 +185,14 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
         return {"ok": True, "grader": "ready" if context._grader is not None else "starting",
                 "checks": context.check_queue.stats(), "toy_runs": context.toy_runs.active()}
 
+    # the last added runs first: headers on every response, Host, token, origin, then the body
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    if token is None:
+        app.add_middleware(SameOriginMiddleware)
     app.add_middleware(TokenMiddleware, token=token)  # refuse before reading a body
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    app.add_middleware(SecurityHeadersMiddleware)
     return app
 
 

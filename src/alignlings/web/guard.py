@@ -1,11 +1,26 @@
-"""Serving safely: the access token, the request-body limit and the bounded grading queue.
+"""Serving safely: the access token, same-origin writes, the request-body limit, response headers
+and the bounded grading queue.
 
-Both middlewares are plain ASGI so that they run before FastAPI parses anything.
+The middlewares are plain ASGI so that they run before FastAPI parses anything.
 
 Token: when the app has one, *every* HTTP request needs it (pages, API, static files, the
-OpenAPI docs), given as ``?token=`` (which also sets the ``alignlings_token`` cookie, so links and
-scripts inside the app keep working), an ``Authorization: Bearer`` header, an
-``X-Alignlings-Token`` header, or the cookie. Missing: 401; wrong: 403.
+OpenAPI docs), given as ``?token=``, an ``Authorization: Bearer`` header, an
+``X-Alignlings-Token`` header, or the ``alignlings_token`` cookie. Missing: 401; wrong: 403.
+A GET or HEAD with the right ``?token=`` sets the cookie (``HttpOnly; SameSite=Strict``, and
+``Secure`` when served over https) and redirects (307) to the same URL without the token, so it
+does not stay in the address bar, the history or a bookmark; scripts should send the header.
+
+Same origin (:class:`SameOriginMiddleware`, on when the server has no token, i.e. loopback mode):
+a request that changes state (POST, PUT, PATCH, DELETE) must not come from another site.
+A browser marks every such request with ``Origin`` (and ``Sec-Fetch-Site``); these must name this
+server, or the request gets 403. Its body must be ``Content-Type: application/json`` (415
+otherwise), which an HTML form cannot send and which a cross-site script cannot send without a
+CORS preflight that this server never grants. A request with neither header is from a
+non-browser client (curl, a script, the tests) and is allowed: such a client could as well read
+the progress database directly. Only a body-less one may omit the Content-Type. So a cross-site
+form or ``fetch`` cannot check, reveal, take hints, answer, import or start runs.
+
+Every response carries ``Referrer-Policy: no-referrer`` (:class:`SecurityHeadersMiddleware`).
 """
 
 from __future__ import annotations
@@ -16,7 +31,7 @@ import threading
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from starlette.concurrency import run_in_threadpool
 
@@ -25,6 +40,15 @@ TOKEN_COOKIE = "alignlings_token"
 
 def _headers(scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _is_https(scope) -> bool:
+    """Served over https: the ASGI scheme, or the first ``X-Forwarded-Proto`` of a TLS proxy.
+
+    Trusting the header costs nothing here: all it changes is that the cookie gets ``Secure``.
+    """
+    forwarded = _headers(scope).get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return scope.get("scheme") in ("https", "wss") or forwarded == "https"
 
 
 def _wants_json(scope) -> bool:
@@ -83,14 +107,92 @@ class TokenMiddleware:
                                      "The token in this URL does not match the server's."))
         if not from_query:
             return await self.app(scope, receive, send)
+        cookie = (f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                  + ("; Secure" if _is_https(scope) else "")).encode()
+        if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
+            await send({"type": "http.response.start", "status": 307,
+                        "headers": [(b"location", _without_token(scope).encode("latin-1")), (b"set-cookie", cookie),
+                                    (b"content-length", b"0"), (b"cache-control", b"no-store")]})
+            return await send({"type": "http.response.body", "body": b""})
 
         async def send_with_cookie(message):
             if message["type"] == "http.response.start":
-                cookie = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
-                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode())]}
+                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
             await send(message)
 
         return await self.app(scope, receive, send_with_cookie)
+
+
+def _without_token(scope) -> str:
+    """This request's path and query, less every ``token`` parameter (a relative URL)."""
+    pairs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    query = urlencode([(k, v) for k, values in pairs.items() if k != "token" for v in values])
+    path = scope.get("raw_path") or scope.get("path", "/").encode()
+    path = path.decode("latin-1") if isinstance(path, bytes) else path
+    if not path.startswith("/") or path.startswith("//"):  # never an off-site ("//host") location
+        path = "/" + path.lstrip("/")
+    return path + ("?" + query if query else "")
+
+
+class SameOriginMiddleware:
+    """Loopback mode: state-changing requests only from this server's own pages (see the module doc)."""
+
+    UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") not in self.UNSAFE:
+            return await self.app(scope, receive, send)
+        headers = _headers(scope)
+        origin, site = headers.get("origin"), headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return await _send_error(scope, send, 403, f"cross-site request refused (Sec-Fetch-Site: {site})")
+        if origin is not None and not _same_origin(origin, scope, headers):
+            return await _send_error(scope, send, 403, f"cross-origin request refused (Origin: {origin[:100]})")
+        ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+        bodyless = "content-type" not in headers and headers.get("content-length", "0") == "0" \
+            and "transfer-encoding" not in headers and origin is None and site is None
+        if ctype != "application/json" and not bodyless:
+            return await _send_error(scope, send, 415, "expected Content-Type: application/json")
+        return await self.app(scope, receive, send)
+
+
+def _same_origin(origin: str, scope, headers: dict[str, str]) -> bool:
+    """Whether ``Origin`` names the scheme, host and port this request was sent to (its Host header)."""
+    try:
+        o = urlsplit(origin)
+        h = urlsplit("//" + headers.get("host", ""))
+        o_port, h_port = o.port, h.port
+    except ValueError:  # "null", a malformed port
+        return False
+    scheme = "https" if _is_https(scope) else "http"
+    default = 443 if scheme == "https" else 80
+    return bool(o.hostname) and o.scheme == scheme and o.hostname == h.hostname and not o.path \
+        and (o_port or default) == (h_port or default)
+
+
+class SecurityHeadersMiddleware:
+    """Adds ``Referrer-Policy: no-referrer`` to every response, errors of other middlewares included."""
+
+    HEADERS = [(b"referrer-policy", b"no-referrer")]
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.HEADERS if k not in names]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        return await self.app(scope, receive, send_with_headers)
 
 
 def _page(status: int, title: str, text: str) -> str:

@@ -47,7 +47,15 @@ def export_progress(request: Request) -> Response:
 
 @router.post("/api/progress/import", tags=["progress"])
 async def import_progress(request: Request) -> dict:
-    """Merge a JSON export (the body, ``Content-Type: application/json``) into this store."""
+    """Merge a JSON export (the body, ``Content-Type: application/json``) into this store.
+
+    Off (403) on a shared server, one started with a token, unless it was started with
+    ``--allow-import``: the store is shared, so one learner could mark exercises solved for all.
+    Exercise and quiz question ids must be those of the loaded pack. Bad data: 422, never 500.
+    """
+    if not request.app.state.allow_import:
+        raise HTTPException(403, "progress import is off on a shared server (one started with a token); "
+                                 "start it with --allow-import to allow it")
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json":  # also keeps plain cross-site form posts out
         raise HTTPException(415, "expected Content-Type: application/json")
@@ -55,11 +63,18 @@ async def import_progress(request: Request) -> dict:
         data = json.loads(await request.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HTTPException(400, f"not JSON: {exc}") from None
+    except RecursionError:
+        raise HTTPException(422, "not an alignlings progress export: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer over Python's 4300-digit conversion limit
+        raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
     if not isinstance(data, dict):
         raise HTTPException(422, "expected a JSON object (the output of /api/progress/export)")
+    pack = ctx(request).pack
+    exercises = {ex.id for ex in pack}
+    questions = {q.id for ex in pack if ex.kind == "quiz" for q in ex.quiz}
     try:
-        counts = ctx(request).store.import_(data)
-    except (ValueError, KeyError, TypeError) as exc:
+        counts = ctx(request).store.import_(data, exercises=exercises, questions=questions)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
     return {"imported": counts}
 
