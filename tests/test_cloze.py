@@ -423,3 +423,19 @@ def test_check_through_the_real_sandbox(dpo):
     results = C.check(dpo, s, _mask(s, "12:11", "12:33", "10:18"), {"12:11": "+", "12:33": "nanmean", "10:18": "*"},
                       grader)
     assert {r["key"]: r["how"] for r in results} == {"10:18": "exact", "12:11": "wrong", "12:33": "equivalent"}
+
+
+def test_masks_prefer_tokens_worth_recalling(dpo):
+    """An assignment's '=' (the same in every program) comes up far less often than names, calls
+    and constants; every position still comes up sometime."""
+    positions = C.maskable_positions(C.snippet_source(dpo))
+    assigns = [p for p in positions if p.token == "="]
+    names = [p for p in positions if p.kind in ("name", "attr")]
+    assert assigns and names
+    counts = Counter(p.key for seed in range(1500) for p in C.draw(positions, ratio=0.15, seed=seed))
+    per_assign = sum(counts[p.key] for p in assigns) / len(assigns)
+    per_name = sum(counts[p.key] for p in names) / len(names)
+    assert per_assign < 0.4 * per_name, (per_assign, per_name)
+    assert C.worth(assigns[0]) < C.worth(names[0])
+    minus = next(p for p in positions if p.token == "-")
+    assert C.worth(minus) > 3 * C.worth(assigns[0])  # an operator that changes meaning is worth recalling

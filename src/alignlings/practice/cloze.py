@@ -196,14 +196,33 @@ def _classify(tok: tokenize.TokenInfo, prev: tokenize.TokenInfo | None) -> str |
 
 # -- drawing ---------------------------------------------------------------------------------
 
+# How much recalling a token teaches, as a sampling weight (names, calls and constants are 1).
+# An assignment's ``=`` (or ``+=``) is the same in every program and ``self`` is forced by the
+# syntax: masking them tests nothing, so they come up rarely. An operator that changes meaning
+# (``-`` vs ``+``, ``<`` vs ``<=``, ``*`` vs ``@``) is worth almost a name.
+ASSIGN_OPS = frozenset(op for op in OPERATORS if op.endswith("=") and op not in ("<=", ">=", "==", "!="))
+LOW_VALUE_NAMES = frozenset({"self", "cls"})
+
+
+def worth(p: Position) -> float:
+    """Sampling weight of a position before its history: 1 for names, attributes, calls and
+    numbers, 0.8 for operators, 0.2 for ``=``-style assignment operators and ``self``/``cls``."""
+    if p.kind == "op":
+        return 0.2 if p.token in ASSIGN_OPS else 0.8
+    if p.kind == "name" and p.token in LOW_VALUE_NAMES:
+        return 0.2
+    return 1.0
+
+
 def draw(positions: list[Position], *, ratio: float = DEFAULT_RATIO, seed: int | None = None,
          stats: dict | None = None) -> list[Position]:
     """Pick ``max(1, round(ratio * N))`` positions to mask, in reading order.
 
-    Weighted sampling without replacement (Efraimidis-Spirakis): a position's weight is its
-    ``due`` in ``stats`` (from ``ProgressStore.cloze_stats``; 1 when never seen, higher after
-    wrong answers), ignored when the recorded token is not this position's token (the snippet
-    changed). The same ``seed`` replays the same draw; ``seed=None`` draws a fresh set.
+    Weighted sampling without replacement (Efraimidis-Spirakis): a position's weight is
+    :func:`worth` (tokens worth recalling over ``=``) times its ``due`` in ``stats`` (from
+    ``ProgressStore.cloze_stats``; 1 when never seen, higher after wrong answers), the latter
+    ignored when the recorded token is not this position's token (the snippet changed). The same
+    ``seed`` replays the same draw; ``seed=None`` draws a fresh set.
     """
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
         raise ValueError(f"ratio: expected a number in (0, 1], got {ratio!r}")
@@ -216,11 +235,11 @@ def draw(positions: list[Position], *, ratio: float = DEFAULT_RATIO, seed: int |
     def weight(p: Position) -> float:
         s = stats.get(p.key)
         if not s or s.get("token", p.token) != p.token:
-            return 1.0
+            return worth(p)
         w = s.get("due")
         if w is None:
             w = cloze_due(int(s.get("seen", 0)), int(s.get("wrong", 0)), int(s.get("streak", 0)))
-        return max(float(w), 1e-6)
+        return worth(p) * max(float(w), 1e-6)
 
     # key u ** (1 / w), compared in log space: log(u) / w
     keyed = sorted(positions, key=lambda p: math.log(1.0 - rng.random()) / weight(p), reverse=True)

@@ -67,19 +67,59 @@ def answer(request: Request, qid: str, body: AnswerBody) -> dict:
     correct = body.choice == q.answer
     store = ctx(request).store
     store.record_quiz_answer(q.id, body.choice, correct)
-    out = {"id": q.id, "choice": body.choice, "answer": q.answer, "correct": correct,
-           "options": [{"text": o.text.get(lang, ""), "why": o.why.get(lang, ""),
-                        "why_html": render.inline_markdown(o.why.get(lang, "")), "correct": i == q.answer}
-                       for i, o in enumerate(q.options)]}
+    out = answer_payload(q, body.choice, lang)
+    latest = round_answers(request, ex)
+    right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
+    total = len(ex.quiz)
     if q.id == ex.quiz[-1].id:  # the last question closes a round: record it like `alignlings quiz` does
-        latest = _latest_answers(request)
-        right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
-        total = len(ex.quiz)
         verdict = {"exercise": ex.id, "passed": right == total, "blanks": [], "cases": [], "error": None,
                    "isolation": "none (quiz)", "score": right, "total": total}
         store.record_attempt(ex.id, verdict, code="", source="web")
         out["score"] = {"right": right, "total": total, "passed": right == total}
+    out["progress"] = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": total}
     return out
+
+
+def answer_payload(q: QuizQuestion, choice: int, lang: str) -> dict:
+    """Whether ``choice`` is right, and why every option is or is not."""
+    return {"id": q.id, "choice": choice, "answer": q.answer, "correct": choice == q.answer,
+            "options": [{"text": o.text.get(lang, ""), "why": o.why.get(lang, ""),
+                         "why_html": render.inline_markdown(o.why.get(lang, "")), "correct": i == q.answer}
+                        for i, o in enumerate(q.options)]}
+
+
+def _round_key(ex: Exercise) -> str:
+    return f"web.quiz_round_started:{ex.id}"
+
+
+def round_answers(request: Request, ex: Exercise) -> dict[str, dict]:
+    """The latest answer to each of the quiz's questions since the learner last chose "retake"."""
+    latest = _latest_answers(request)
+    try:
+        started = ctx(request).store.get_setting(_round_key(ex))
+    except Exception:  # noqa: BLE001
+        started = None
+    ids = {q.id for q in ex.quiz}
+    return {qid: a for qid, a in latest.items()
+            if qid in ids and (not started or str(a.get("answered_at", "")) > str(started))}
+
+
+class RetakeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    exercise: str = Field(description="The quiz exercise to start again.")
+
+
+@router.post("/api/quiz-retake", tags=["quiz"])
+def retake(request: Request, body: RetakeBody) -> dict:
+    """Start a new round: the page forgets the shown answers (the history stays in the progress)."""
+    from alignlings.practice.progress import utcnow
+
+    ex = next((e for e in quiz_exercises(request) if e.id == body.exercise), None)
+    if ex is None:
+        raise HTTPException(404, f"exercise: expected one of {[e.id for e in quiz_exercises(request)]}, "
+                                 f"got {body.exercise!r}")
+    ctx(request).store.set_setting(_round_key(ex), utcnow())
+    return {"exercise": ex.id, "answered": 0, "total": len(ex.quiz)}
 
 
 @router.get("/quiz", include_in_schema=False)
@@ -88,5 +128,15 @@ def quiz_page(request: Request, only: str | None = None):
     exercises = [ex for ex in quiz_exercises(request) if only is None or ex.id == only]
     questions = [public_question(ex, q, lang) for ex in exercises for q in ex.quiz]
     title = exercises[0].title.get(lang, exercises[0].id) if len(exercises) == 1 else ui(lang)["nav_quiz"]
-    return render_page(request, "quiz.html", nav="quiz", title=title, questions=questions,
-                       client={"lang": lang, "t": ui(lang), "questions": questions})
+    answered, rounds = {}, []
+    for ex in exercises:
+        latest = round_answers(request, ex)
+        for q in ex.quiz:
+            if q.id in latest:
+                answered[q.id] = answer_payload(q, int(latest[q.id]["choice"]), lang)
+        right = sum(1 for q in ex.quiz if answered.get(q.id, {}).get("correct"))
+        rounds.append({"exercise": ex.id, "answered": sum(1 for q in ex.quiz if q.id in answered),
+                       "right": right, "total": len(ex.quiz)})
+    return render_page(request, "quiz.html", nav="quiz", title=title, questions=questions, rounds=rounds,
+                       client={"lang": lang, "t": ui(lang), "questions": questions, "answered": answered,
+                               "rounds": rounds})
