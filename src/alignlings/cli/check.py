@@ -10,13 +10,13 @@ import typer
 
 from alignlings.cli.app import app
 from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load,
-                                   resolve_lang, store)
+                                   pack_args, resolve_lang, store)
 
 
-def read_submission(exercise_id: str, file: Path | None) -> tuple[Path, str]:
+def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
     path = file or exercise_file(exercise_id)
     if not path.is_file():
-        hint = "" if file else f" (run `alignlings start {exercise_id}` first)"
+        hint = "" if file else f" (run `alignlings start {exercise_id}{pack_hint}` first)"
         raise typer.BadParameter(f"{path} does not exist{hint}", param_hint="FILE")
     try:
         return path, path.read_text(encoding="utf-8")
@@ -26,7 +26,8 @@ def read_submission(exercise_id: str, file: Path | None) -> tuple[Path, str]:
 
 def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> dict:
     verdict = grader.check(exercise_id, code, lang=lang)
-    store().record_attempt(exercise_id, verdict, code=code, source=source)
+    ex = grader.pack.get(exercise_id)
+    store().record_attempt(ex.id, verdict, code=code, source=source, pack=ex.pack)
     return verdict
 
 
@@ -45,9 +46,9 @@ def check(
     lang = resolve_lang(lang)
     p = load(pack)
     ex = get_exercise(p, exercise_id, code_only=True)
-    _, code = read_submission(ex.id, file)
+    _, code = read_submission(ex.key, file, pack_args(pack))
     with Grader(p) as grader:
-        verdict = grade_and_record(grader, ex.id, code, lang)
+        verdict = grade_and_record(grader, ex.key, code, lang)
     if as_json:
         typer.echo(json.dumps(verdict, ensure_ascii=False))
     else:

@@ -39,14 +39,14 @@ def cloze(
     p = load(pack)
     ex = get_exercise(p, snippet)
     if not ex.cloze:
-        ids = ", ".join(e.id for e in p if e.cloze)
+        ids = ", ".join(e.key for e in p if e.cloze)
         raise typer.BadParameter(MSG["none"][lang].format(id=snippet, ids=ids), param_hint="SNIPPET")
     if not 0 < ratio <= 1:
         raise typer.BadParameter(f"expected a value in (0, 1], got {ratio}", param_hint="--ratio")
     s = store()
     source = cz.snippet_source(ex, lang)
     positions = cz.maskable_positions(source)
-    masked = cz.draw(positions, ratio=ratio, seed=seed, stats=s.cloze_stats(ex.id))
+    masked = cz.draw(positions, ratio=ratio, seed=seed, stats=s.cloze_stats(ex.id, pack=ex.pack))
     out = console()
     out.print(cz.counter_text(len(positions), len(masked), lang))
     numbered = {m.key: f"[{i}]" for i, m in enumerate(masked, start=1)}
@@ -56,7 +56,8 @@ def cloze(
         answers[m.key] = typer.prompt(MSG["prompt"][lang].format(n=i), default="", show_default=False).strip()
     with Grader(p) as grader:
         results = cz.check(ex, source, masked, answers, grader)
-    s.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results])
+    s.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results],
+                   pack=ex.pack)
     right = sum(r["correct"] for r in results)
     for i, r in enumerate(results, start=1):
         mark = "[green]✓[/]" if r["correct"] else "[red]✗[/]"

@@ -5,6 +5,7 @@ Nothing here imports torch: commands that grade or train import it in their own 
 
 from __future__ import annotations
 
+import contextvars
 import locale
 import os
 from pathlib import Path
@@ -17,12 +18,43 @@ LangOption = Annotated[
                              show_default=False)
 ]
 PackOption = Annotated[
-    Path | None, typer.Option("--pack", help="Load exercises from this pack folder instead of the built-in one.",
-                              show_default=False)
+    list[Path] | None, typer.Option(
+        "--pack", help="Load exercises from this pack folder (repeatable: a course of several packs; a built-in "
+                       "pack by name, e.g. dpo-grpo). Default: $ALIGNLINGS_PACK (folders separated by "
+                       f"'{os.pathsep}'), else the built-in pack.", show_default=False)
 ]
 
 
+# Global options given before the command (``alignlings --lang zh list``): the root callback sets
+# them on every invocation; a command's own option wins over them.
+_GLOBAL: contextvars.ContextVar[dict] = contextvars.ContextVar("alignlings_global_options", default={})
+
+
+def set_global_options(**options) -> None:
+    _GLOBAL.set({k: v for k, v in options.items() if v})
+
+
+def _root_option(name: str):
+    return _GLOBAL.get().get(name)
+
+
+def given_packs(pack) -> list[Path]:
+    """The pack folders named on the command line, after the command or before it."""
+    if isinstance(pack, Path):
+        pack = [pack]
+    return list(pack or _root_option("pack") or [])
+
+
+def pack_args(pack) -> str:
+    """The ``--pack`` options to repeat in a message, e.g. `` --pack ../ipo`` ('' for the default)."""
+    import shlex
+
+    return "".join(f" --pack {shlex.quote(str(p))}" for p in given_packs(pack))
+
+
 def resolve_lang(lang: str | None) -> str:
+    if lang is None:
+        lang = _root_option("lang")
     if lang is not None:
         if lang not in ("en", "zh"):
             raise typer.BadParameter(f"expected 'en' or 'zh', got {lang!r}", param_hint="--lang")
@@ -38,11 +70,13 @@ def resolve_lang(lang: str | None) -> str:
     return "zh" if loc.lower().startswith("zh") else "en"
 
 
-def load(pack: Path | None):
-    from alignlings.practice.pack import PackError, load_pack
+def load(pack):
+    """The pack or course: --pack (after or before the command), else $ALIGNLINGS_PACK, else built-in."""
+    from alignlings.practice.pack import PackError, default_pack_paths, load_pack
 
+    paths = given_packs(pack) or default_pack_paths()
     try:
-        return load_pack(pack)
+        return load_pack(paths)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None
 
@@ -64,6 +98,7 @@ def workspace() -> Path:
 
 
 def exercise_file(exercise_id: str) -> Path:
+    """The learner's file for an exercise key: ``dpo_loss.py``, or ``ipo/dpo_loss.py`` for ``ipo/dpo-loss``."""
     return workspace() / f"{exercise_id.replace('-', '_')}.py"
 
 
@@ -83,8 +118,10 @@ T = {
     "welcome": {"en": "Welcome to alignlings! Practise DPO, GRPO and reward models by filling blanks; "
                       "every check runs your code against a verified reference.",
                 "zh": "欢迎来到 alignlings！通过填空练习 DPO、GRPO 和奖励模型；每次检查都会把你的代码与经过验证的参考实现对比运行。"},
-    "next": {"en": "Next: {id} ({title}). Start it with `alignlings start {id}`.",
-             "zh": "下一个：{id}（{title}）。用 `alignlings start {id}` 开始。"},
+    "next": {"en": "Next: {id} ({title}). Start it with `alignlings start {id}{pack}`.",
+             "zh": "下一个：{id}（{title}）。用 `alignlings start {id}{pack}` 开始。"},
+    "next_quiz": {"en": "Next: {id} ({title}). Answer it with `alignlings quiz {id}{pack}`.",
+                  "zh": "下一个：{id}（{title}）。用 `alignlings quiz {id}{pack}` 作答。"},
     "all_done": {"en": "Every exercise is solved. Try the cloze drill: `alignlings cloze dpo-loss`.",
                  "zh": "所有练习都已完成。试试填空挑战：`alignlings cloze dpo-loss`。"},
     "solved": {"en": "solved", "zh": "已完成"},
@@ -96,6 +133,8 @@ T = {
     "attempts": {"en": "attempts", "zh": "尝试次数"},
     "hints": {"en": "hints", "zh": "提示"},
     "revealed": {"en": "solution seen", "zh": "看过答案"},
+    "requires": {"en": "after: {tracks}", "zh": "先完成：{tracks}"},
+    "track": {"en": "track", "zh": "单元"},
 }
 
 
@@ -103,8 +142,16 @@ def t(key: str, lang: str, **kw) -> str:
     return T[key][lang].format(**kw)
 
 
+def summaries(pack, s) -> dict[str, dict]:
+    """Exercise key -> its progress row (the store keys rows by pack and exercise id)."""
+    by_pack = {p.id: s.summary(p.id) for p in pack.packs}
+    return {ex.key: by_pack.get(ex.pack, {}).get(ex.id, {}) for ex in pack}
+
+
 def next_exercise(pack, summary: dict):
-    for ex in pack:
-        if not summary.get(ex.id, {}).get("solved"):
-            return ex
+    """The first unsolved exercise, in track order; ``summary`` is keyed like :func:`summaries`."""
+    for track in pack.tracks:
+        for key in track.exercises:
+            if not summary.get(key, {}).get("solved"):
+                return pack.exercises[key]
     return None

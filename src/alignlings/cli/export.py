@@ -21,19 +21,29 @@ def export(
 ) -> None:
     """Write a notebook per exercise: statement, template cell, and a cell calling alignlings.check."""
     import nbformat
+    from rich.markup import escape
 
+    from alignlings.cli.common import given_packs
     from alignlings.practice.notebook import exercise_notebook
+    from alignlings.practice.pack import default_pack_paths
 
     if fmt != "ipynb":
         raise typer.BadParameter(f"expected 'ipynb', got {fmt!r}", param_hint="--format")
     lang = resolve_lang(lang)
     p = load(pack)
+    # the check cells name the packs as absolute folders (built-in ones by name): a notebook runs
+    # from its own folder, often without $ALIGNLINGS_PACK
+    named = [str(x) for x in given_packs(pack)] or default_pack_paths() or []
+    packs = [part.id if part.builtin else str(part.path) for part in load(named).packs] if named else None
+    if packs == ["dpo-grpo"]:
+        packs = None
     out.mkdir(parents=True, exist_ok=True)
     c = console()
     for ex in p:
-        path = out / f"{ex.id}.ipynb"
+        path = out / f"{ex.key}.ipynb"  # ipo/dpo-loss.ipynb where two packs share an id
         if path.exists() and not force:
-            c.print(f"skip {path} (exists; --force to overwrite)")
+            c.print(escape(f"skip {path} (exists; --force to overwrite)"))
             continue
-        nbformat.write(exercise_notebook(ex, lang), str(path))
-        c.print(f"wrote {path}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(exercise_notebook(ex, lang, pack=packs), str(path))
+        c.print(escape(f"wrote {path}"))

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
+from alignlings.cli.common import (LangOption, PackOption, console, get_exercise, load, pack_args, resolve_lang,
+                                   store)
 
 MSG = {"hint": {"en": "Hint {n}/{total}", "zh": "提示 {n}/{total}"},
        "last": {"en": "(that was the last hint: `alignlings solution {id}` reveals the answer)",
@@ -28,10 +29,10 @@ def hint(
     hints = ex.texts(lang).hints
     if not hints:
         raise typer.BadParameter(f"{exercise_id!r} has no hints", param_hint="ID")
-    taken = store().record_hint(ex.id)
+    taken = store().record_hint(ex.id, pack=ex.pack, available=len(hints))
     n = min(taken, len(hints))
     out = console()
     out.print(f"[bold]{MSG['hint'][lang].format(n=n, total=len(hints))}[/]")
     out.print(Markdown(hints[n - 1]))
     if n == len(hints):
-        out.print(f"[dim]{MSG['last'][lang].format(id=ex.id)}[/]")
+        out.print(f"[dim]{MSG['last'][lang].format(id=ex.key + pack_args(pack))}[/]")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, load, next_exercise, resolve_lang, store, t
+from alignlings.cli.common import (LangOption, PackOption, console, load, next_exercise, pack_args,
+                                   resolve_lang, set_global_options, store, summaries, t)
 
 
 @app.callback(invoke_without_command=True)
@@ -14,18 +15,24 @@ def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -
 
     Run without a command to see your progress and the next exercise.
     """
-    ctx.ensure_object(dict)
-    ctx.obj["lang"], ctx.obj["pack"] = lang, pack
+    set_global_options(lang=lang, pack=pack)  # `alignlings --lang zh list`: commands read them
     if ctx.invoked_subcommand is not None:
         return
+    from rich.markup import escape
+
     lang = resolve_lang(lang)
     p, s, out = load(pack), store(), console()
     if s.is_first_run():
         out.print(f"[bold]{t('welcome', lang)}[/]\n")
         s.mark_welcomed()
-    summary = s.summary()
-    done = sum(1 for ex in p if summary.get(ex.id, {}).get("solved"))
-    out.print(f"{p.title[lang]}: {done}/{len(p.exercises)}")
+    summary = summaries(p, s)
+    for part in p.packs:
+        done = sum(1 for ex in p if ex.pack == part.id and summary[ex.key].get("solved"))
+        out.print(f"{escape(part.title[lang])}: {done}/{sum(1 for ex in p if ex.pack == part.id)}")
     nxt = next_exercise(p, summary)
-    out.print(t("next", lang, id=nxt.id, title=nxt.title[lang]) if nxt else t("all_done", lang))
+    if nxt is None:
+        out.print(t("all_done", lang))
+    else:
+        key = "next" if nxt.is_code else "next_quiz"
+        out.print(escape(t(key, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))))
     out.print("\n[dim]alignlings --help[/]")

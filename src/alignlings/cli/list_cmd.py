@@ -1,24 +1,40 @@
-"""`alignlings list`: the pack's exercises with your progress."""
+"""`alignlings list`: the exercises grouped by pack and track, with your progress."""
 
 from __future__ import annotations
 
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, t
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, summaries, t
+
+
+def requires_text(pack, track, lang: str) -> str:
+    """'needs: DPO/GRPO fill-in' for a track with prerequisites ('' without)."""
+    if not track.requires:
+        return ""
+    names = [pack.track(r).title[lang] for r in track.requires]
+    return t("requires", lang, tracks=", ".join(names))
 
 
 @app.command("list")
 def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
-    """List the exercises with their level and your progress."""
+    """List the exercises by pack and track, with their level and your progress."""
+    from rich.markup import escape
     from rich.table import Table
 
     lang = resolve_lang(lang)
     p = load(pack)
-    summary = store().summary()
-    table = Table(title=p.title[lang])
-    for col in ("exercise", "title", "level", "status", "attempts", "hints"):
-        table.add_column(t(col, lang))
-    for ex in p:
-        s = summary.get(ex.id, {})
-        status = f"[green]{t('solved', lang)}[/]" if s.get("solved") else t("todo", lang)
-        table.add_row(ex.id, ex.title[lang], str(ex.level), status, str(s.get("attempts", 0)), str(s.get("hints", 0)))
-    console().print(table)
+    summary = summaries(p, store())
+    out = console()
+    for part in p.packs:
+        out.print(f"[bold]{escape(part.title[lang])}[/] [dim]({escape(part.id)})[/]")
+        for track in (tr for tr in p.tracks if tr.pack == part.id):
+            title = track.title[lang] if not track.implicit or len(part.tracks) > 1 else part.title[lang]
+            needs = requires_text(p, track, lang)
+            table = Table(title=escape(title) + (f"\n[dim]{escape(needs)}[/]" if needs else ""), title_justify="left")
+            for col in ("exercise", "title", "level", "status", "attempts", "hints"):
+                table.add_column(t(col, lang))
+            for key in track.exercises:
+                ex, s = p.exercises[key], summary.get(key, {})
+                status = f"[green]{t('solved', lang)}[/]" if s.get("solved") else t("todo", lang)
+                table.add_row(escape(key), escape(ex.title[lang]), str(ex.level), status, str(s.get("attempts", 0)),
+                              str(s.get("hints", 0)))
+            out.print(table)

@@ -1,4 +1,5 @@
-"""`alignlings progress`: what you solved, with attempts and hints; export and import between machines."""
+"""`alignlings progress`: what you solved, by pack and track, with attempts and hints; export and import
+between machines."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated
 import typer
 
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, t
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, summaries, t
 
 
 @app.command()
@@ -19,14 +20,17 @@ def progress(
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Show your progress; --export FILE.json / --import FILE.json move it between machines."""
+    """Show your progress by pack and track; --export FILE.json / --import FILE.json move it between machines."""
+    from rich.markup import escape
     from rich.table import Table
+
+    from alignlings.cli.list_cmd import requires_text
 
     lang = resolve_lang(lang)
     s, out = store(), console()
     if export is not None:
         export.write_text(json.dumps(s.export(), ensure_ascii=False, indent=1), encoding="utf-8")
-        out.print(f"{export}")
+        out.print(escape(str(export)))
         return
     if import_ is not None:
         try:
@@ -37,14 +41,20 @@ def progress(
         out.print(json.dumps(counts))
         return
     p = load(pack)
-    summary = s.summary()
-    table = Table(title=p.title[lang])
-    for col in ("exercise", "status", "attempts", "hints", "revealed"):
-        table.add_column(t(col, lang))
-    for ex in p:
-        row = summary.get(ex.id, {})
-        status = f"[green]{t('solved', lang)}[/]" if row.get("solved") else t("todo", lang)
-        table.add_row(ex.id, status, str(row.get("attempts", 0)), str(row.get("hints", 0)),
-                      "✓" if row.get("revealed") else "")
-    out.print(table)
-    out.print(f"[dim]{s.path}[/]")
+    summary = summaries(p, s)
+    for part in p.packs:
+        keys = [ex.key for ex in p if ex.pack == part.id]
+        done = sum(1 for k in keys if summary[k].get("solved"))
+        table = Table(title=f"{escape(part.title[lang])} ({escape(part.id)}): {done}/{len(keys)}", title_justify="left")
+        for col in ("track", "exercise", "status", "attempts", "hints", "revealed"):
+            table.add_column(t(col, lang))
+        for track in (tr for tr in p.tracks if tr.pack == part.id):
+            needs = requires_text(p, track, lang)
+            name = escape(track.title[lang]) + (f"\n[dim]{escape(needs)}[/]" if needs else "")
+            for i, key in enumerate(track.exercises):
+                row = summary.get(key, {})
+                status = f"[green]{t('solved', lang)}[/]" if row.get("solved") else t("todo", lang)
+                table.add_row(name if i == 0 else "", escape(key), status, str(row.get("attempts", 0)),
+                              str(row.get("hints", 0)), "✓" if row.get("revealed") else "")
+        out.print(table)
+    out.print(f"[dim]{escape(str(s.path))}[/]")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
 
 MSG = {
     "prompt": {"en": "Your answer (A-{last})", "zh": "你的答案（A-{last}）"},
@@ -37,7 +37,7 @@ def quiz(
 
     lang = resolve_lang(lang)
     p = load(pack)
-    ex = p.get(exercise_id) if exercise_id else quiz_exercise(p)
+    ex = get_exercise(p, exercise_id) if exercise_id else quiz_exercise(p)
     out, s = console(), store()
     right = 0
     for number, q in enumerate(ex.quiz, start=1):
@@ -53,7 +53,7 @@ def quiz(
         choice = LETTERS.index(answer)
         correct = choice == q.answer
         right += correct
-        s.record_quiz_answer(q.id, choice, correct)
+        s.record_quiz_answer(q.id, choice, correct, pack=ex.pack)
         out.print(f"[green]{MSG['right'][lang]}[/]" if correct
                   else f"[red]{MSG['wrong'][lang].format(letter=LETTERS[q.answer])}[/]")
         for i, option in enumerate(q.options):
@@ -63,4 +63,4 @@ def quiz(
     out.print(f"\n[bold]{MSG['score'][lang].format(right=right, total=total)}[/]")
     verdict = {"exercise": ex.id, "passed": right == total, "blanks": [], "cases": [], "error": None,
                "isolation": "none (quiz)", "score": right, "total": total}
-    s.record_attempt(ex.id, verdict, code="", source="quiz")
+    s.record_attempt(ex.id, verdict, code="", source="quiz", pack=ex.pack)

@@ -10,7 +10,9 @@ L = {
     "output": {"en": "output of your file", "zh": "你的文件的输出"},
     "error": {"en": "error", "zh": "错误"},
     "isolation": {"en": "isolation", "zh": "隔离方式"},
+    "more": {"en": "… and {n} more (`--json` lists every case)", "zh": "…… 还有 {n} 个（`--json` 列出全部用例）"},
 }
+SHOWN_FAILURES = 4
 
 
 def render_verdict(verdict: dict, lang: str, console) -> None:
@@ -37,8 +39,10 @@ def render_verdict(verdict: dict, lang: str, console) -> None:
     failed = [c for c in verdict["cases"] if not c["passed"]]
     n = len(verdict["cases"])
     console.print(f"{L['cases'][lang]}: {n - len(failed)}/{n}")
-    for c in failed[:4]:
-        console.print(f"  [red]✗[/] [{c['kind']}] {escape(c['message'])}")
+    for c in failed[:SHOWN_FAILURES]:
+        console.print(f"  [red]✗[/] {escape('[' + c['kind'] + ']')} {escape(c['message'])}")
+    if len(failed) > SHOWN_FAILURES:
+        console.print(f"  [dim]{L['more'][lang].format(n=len(failed) - SHOWN_FAILURES)}[/]")
     if verdict.get("stdout"):
         console.print(Panel(escape(verdict["stdout"].rstrip()[-2000:]), title=L["output"][lang], expand=False))
     console.print(f"[dim]{L['isolation'][lang]}: {escape(verdict.get('isolation') or '')}[/]")

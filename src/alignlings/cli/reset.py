@@ -27,10 +27,10 @@ def reset(
 
     lang = resolve_lang(lang)
     ex = get_exercise(load(pack), exercise_id)
-    store().reset(ex.id)
+    store().reset(ex.id, pack=ex.pack)
     out = console()
-    out.print(MSG["done"][lang].format(id=ex.id))
-    path = exercise_file(ex.id)
+    out.print(MSG["done"][lang].format(id=ex.key))
+    path = exercise_file(ex.key)
     if ex.is_code and path.exists():
         saved = backup(path)
         path.write_text(template_for(ex, lang), encoding="utf-8")

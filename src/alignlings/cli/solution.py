@@ -24,7 +24,7 @@ def solution(
 
     lang = resolve_lang(lang)
     ex = get_exercise(load(pack), exercise_id, code_only=True)
-    store().record_solution_revealed(ex.id)
+    store().record_solution_revealed(ex.id, pack=ex.pack)
     out = console()
     out.print(Syntax(solution_for(ex, lang), "python", line_numbers=False))
     out.print(Markdown(ex.texts(lang).explanation))

@@ -8,14 +8,17 @@ from typing import Annotated
 import typer
 
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, exercise_file, get_exercise, load, resolve_lang
+from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load, pack_args,
+                                   resolve_lang)
 
 MSG = {
     "exists": {"en": "{path} already exists: your work is kept. Use --force to start over (the old file is backed up).",
                "zh": "{path} 已存在：你的代码会被保留。用 --force 重新开始（旧文件会先备份）。"},
     "backup": {"en": "backed up your previous file to {path}", "zh": "已把之前的文件备份到 {path}"},
-    "wrote": {"en": "wrote {path}. Fill the _____ blanks, then run `alignlings check {id}` (or `alignlings watch {id}`).",
-              "zh": "已写入 {path}。填好 _____ 空，然后运行 `alignlings check {id}`（或 `alignlings watch {id}`）。"},
+    "wrote": {"en": "wrote {path}. Fill the _____ blanks, then run `alignlings check {id}{pack}` "
+                    "(or `alignlings watch {id}{pack}`).",
+              "zh": "已写入 {path}。填好 _____ 空，然后运行 `alignlings check {id}{pack}`"
+                    "（或 `alignlings watch {id}{pack}`）。"},
 }
 
 
@@ -34,11 +37,13 @@ def start(
     pack: PackOption = None,
 ) -> None:
     """Write the template into the workspace (./alignlings-workspace or $ALIGNLINGS_WORKSPACE)."""
+    from rich.markup import escape
+
     from alignlings.practice.grader import template_for
 
     lang = resolve_lang(lang)
     ex = get_exercise(load(pack), exercise_id, code_only=True)
-    path = exercise_file(ex.id)
+    path = exercise_file(ex.key)
     out = console()
     if path.exists():
         if not force:
@@ -47,4 +52,4 @@ def start(
         out.print(MSG["backup"][lang].format(path=backup(path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(template_for(ex, lang), encoding="utf-8")
-    out.print(MSG["wrote"][lang].format(path=path, id=ex.id))
+    out.print(escape(MSG["wrote"][lang].format(path=path, id=ex.key, pack=pack_args(pack))))

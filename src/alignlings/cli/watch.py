@@ -62,13 +62,13 @@ def watch(
     lang = resolve_lang(lang)
     p = load(pack)
     ex = get_exercise(p, exercise_id, code_only=True)
-    path, _ = read_submission(ex.id, file)
+    path, _ = read_submission(ex.key, file)
     out = console()
     with Grader(p, warm=True) as grader:
         def run() -> bool:
-            _, code = read_submission(ex.id, path)
+            _, code = read_submission(ex.key, path)
             out.rule(time.strftime("%H:%M:%S"))
-            verdict = grade_and_record(grader, ex.id, code, lang, source="watch")
+            verdict = grade_and_record(grader, ex.key, code, lang, source="watch")
             render_verdict(verdict, lang, out)
             return verdict["passed"]
 

@@ -74,28 +74,34 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
 
     Example: ``alignlings.check("dpo-loss", dpo_loss)``; for several names, pass them all:
     ``alignlings.check("toy-grpo", sample_group, grpo_advantage, grpo_step, train)``.
+    ``pack``: a pack folder, a list of them (a course), or a loaded ``Pack``; by default
+    ``$ALIGNLINGS_PACK``, else the built-in pack (exported notebooks name their packs).
     """
     from alignlings.practice.grader import Grader, template_for
-    from alignlings.practice.pack import load_pack
+    from alignlings.practice.pack import default_pack_paths, load_pack
 
     if not objs:
         raise ValueError("objs: pass at least one function or class to grade, e.g. check('dpo-loss', dpo_loss)")
-    p = pack if pack is not None and not isinstance(pack, str) else load_pack(pack)
+    p = load_pack(pack if pack is not None else default_pack_paths())
     ex = p.get(exercise_id)
     code = build_code(template_for(ex, "en"), objs)
     with Grader(p) as grader:
-        verdict = grader.check(ex.id, code, lang=lang, run_main=False)
+        verdict = grader.check(ex.key, code, lang=lang, run_main=False)
     try:
         from alignlings.practice.progress import ProgressStore
 
-        ProgressStore().record_attempt(ex.id, verdict, code=code, source="notebook")
+        ProgressStore().record_attempt(ex.id, verdict, code=code, source="notebook", pack=ex.pack)
     except Exception:  # noqa: BLE001 - grading must not fail because progress cannot be written
         pass
     return Verdict(verdict)
 
 
-def exercise_notebook(ex, lang: str = "en"):
-    """A Jupyter notebook for one exercise: statement, the template cell, a check cell."""
+def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None):
+    """A Jupyter notebook for one exercise: statement, the template cell, a check cell.
+
+    ``pack``: the packs the check cell loads (absolute folders or built-in names); None for the
+    built-in pack, so that ``alignlings.check`` finds the exercise wherever the notebook runs.
+    """
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -108,8 +114,9 @@ def exercise_notebook(ex, lang: str = "en"):
         body, _, main = template.partition('\nif __name__ == "__main__":')
         cells.append(new_code_cell(body.rstrip() + "\n"))
         names = [n for n in ex.entry] or _top_level_names(body)
+        packs = f", pack={list(pack)!r}" if pack else ""
         cells.append(new_code_cell("import alignlings\n"
-                                   f"alignlings.check({ex.id!r}, {', '.join(names)}, lang={lang!r})"))
+                                   f"alignlings.check({ex.key!r}, {', '.join(names)}, lang={lang!r}{packs})"))
         if main:
             cells.append(new_markdown_cell("Run the test section:" if lang == "en" else "运行测试部分："))
             cells.append(new_code_cell(textwrap.dedent(main.strip("\n")).strip() + "\n"))
@@ -117,8 +124,9 @@ def exercise_notebook(ex, lang: str = "en"):
         for i, q in enumerate(ex.quiz, start=1):
             opts = "\n".join(f"- {chr(65 + j)}) {o.text[lang]}" for j, o in enumerate(q.options))
             cells.append(new_markdown_cell(f"**{i}. {q.question[lang]}**\n\n{opts}"))
-        cells.append(new_markdown_cell("Answer interactively with `alignlings quiz`." if lang == "en"
-                                       else "用 `alignlings quiz` 交互作答。"))
+        command = f"alignlings quiz {ex.key}" + "".join(f" --pack {p}" for p in pack or ())
+        cells.append(new_markdown_cell(f"Answer interactively with `{command}`." if lang == "en"
+                                       else f"用 `{command}` 交互作答。"))
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                             "language": "python"}})
     nbformat.validate(nb)
