@@ -54,19 +54,52 @@ def _line_starts(source: str) -> list[int]:
     return render.offsets(source)
 
 
-def snippet_html(source: str, masked, values: dict[str, str] | None = None) -> str:
-    """The snippet highlighted, each masked position an input (numbered in reading order)."""
+MASK_WIDTH_CH = 6  # every box starts this wide, whatever the hidden token's length; it grows as you type
+
+
+def _context(source: str, p, others) -> str:
+    """The masked token's line, trimmed, with every masked token on it shown as ___ (for the label)."""
+    line = source.splitlines()[p.line - 1]
+    for q in sorted((q for q in others if q.line == p.line), key=lambda q: q.col, reverse=True):
+        line = line[:q.col] + "___" + line[q.end_col:]
+    line = line.split("  #")[0].strip()
+    return line if len(line) <= 80 else line[:77] + "…"
+
+
+def snippet_html(source: str, masked, values: dict[str, str] | None = None, lang: str = "en") -> str:
+    """The snippet highlighted, each masked position an input of the same width (numbered in
+    reading order like the results, labelled with its line for screen readers)."""
     starts = _line_starts(source)
     holes = []
-    for n, p in enumerate(sorted(masked, key=lambda p: (p.line, p.col)), start=1):
+    ordered = sorted(masked, key=lambda p: (p.line, p.col))
+    label = ui(lang)["mask_label"]
+    for n, p in enumerate(ordered, start=1):
         start = starts[p.line - 1] + p.col
-        width = max(len(p.token), 3) + 1
+        key = html.escape(p.key, quote=True)
         value = html.escape((values or {}).get(p.key, ""), quote=True)
+        aria = html.escape(label.format(n=n, total=len(ordered), line=p.line, context=_context(source, p, ordered)),
+                           quote=True)
         holes.append(render.Hole(start, starts[p.line - 1] + p.end_col, (
-            f'<input class="mask" data-key="{html.escape(p.key, quote=True)}" data-n="{n}" style="width:{width}ch" '
-            f'value="{value}" aria-label="[{n}]" spellcheck="false" autocomplete="off" autocapitalize="off">'
-            f'<span class="mark" data-key="{html.escape(p.key, quote=True)}"></span>')))
+            f'<span class="mask-n" aria-hidden="true">{n}</span>'
+            f'<input class="mask" data-key="{key}" data-n="{n}" style="width:{MASK_WIDTH_CH}ch" '
+            f'value="{value}" aria-label="{aria}" spellcheck="false" autocomplete="off" autocapitalize="off">'
+            f'<span class="mark" data-key="{key}"></span>'
+            f'<span class="right-token" data-key="{key}" hidden></span>')))
     return render.highlight(source, holes)
+
+
+def _progress_row(request: Request, ex: Exercise) -> dict:
+    try:
+        summary = ctx(request).store.summary()
+    except Exception:  # noqa: BLE001 - progress is a convenience here
+        return {}
+    return summary.get(getattr(ex, "key", "") or ex.id) or summary.get(ex.id) or {}
+
+
+def shows_unseen_solution(request: Request, ex: Exercise) -> bool:
+    """Whether the drill would show the solution of an exercise not solved and not yet revealed."""
+    row = _progress_row(request, ex)
+    return ex.is_code and not row.get("solved") and not row.get("revealed")
 
 
 def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | None) -> dict:
@@ -83,7 +116,7 @@ def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | N
     masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
     return {"snippet": ex.id, "seed": seed, "ratio": ratio, "maskable": len(positions),
             "masked": [p.key for p in masked], "counter": cz.counter_text(len(positions), len(masked), lang),
-            "html": snippet_html(source, masked)}
+            "html": snippet_html(source, masked, lang=lang)}
 
 
 @router.get("/api/cloze", tags=["cloze"])
@@ -101,6 +134,8 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
     lang = lang_of(request)
     ex = snippet(request, snippet_id)
     if body.action == "draw":
+        if shows_unseen_solution(request, ex):  # a draw shows the rest of the solution
+            ctx(request).store.record_solution_revealed(ex.id)
         return _draw(request, ex, lang, body.ratio, body.seed)
     source = cz.snippet_source(ex, lang)
     by_key = {p.key: p for p in cz.maskable_positions(source)}
@@ -130,6 +165,15 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
             "score": ui(lang)["cloze_score"].format(right=right, total=len(results))}
 
 
+@router.post("/api/cloze/{snippet_id}/open", tags=["cloze"])
+def open_snippet(request: Request, snippet_id: str) -> dict:
+    """Open the drill of an exercise not solved yet: recorded as "solution seen" (it shows the solution)."""
+    ex = snippet(request, snippet_id)
+    if shows_unseen_solution(request, ex):
+        ctx(request).store.record_solution_revealed(ex.id)
+    return {"snippet": ex.id, "revealed": True}
+
+
 @router.get("/cloze", include_in_schema=False)
 def cloze_index(request: Request):
     items = snippets(request)
@@ -142,8 +186,13 @@ def cloze_index(request: Request):
 def cloze_page(request: Request, snippet_id: str):
     lang = lang_of(request)
     ex = snippet(request, snippet_id)
+    title = ex.title.get(lang, ex.id)
+    if shows_unseen_solution(request, ex):  # ask first: the drill shows the solution
+        return render_page(request, "cloze.html", nav="cloze", ex=ex, title=title, snippets=snippets(request),
+                           draw=None, gate=ui(lang)["cloze_gate"].format(title=title),
+                           client={"lang": lang, "t": ui(lang), "snippet": ex.id, "draw": None})
     first = _draw(request, ex, lang, DEFAULT_RATIO, None)
-    return render_page(request, "cloze.html", nav="cloze", ex=ex, title=ex.title.get(lang, ex.id),
-                       snippets=snippets(request), draw=first,
+    return render_page(request, "cloze.html", nav="cloze", ex=ex, title=title,
+                       snippets=snippets(request), draw=first, gate=None,
                        client={"lang": lang, "t": ui(lang), "snippet": ex.id, "draw": {k: v for k, v in first.items()
                                                                                       if k != "html"}})

@@ -1,6 +1,14 @@
 /* MLM drill: masked tokens as inputs; Refresh draws new masks at the slider's ratio; Check grades. */
 "use strict";
 (function () {
+  const gate = document.getElementById("open-anyway");
+  if (gate) { // the drill shows the solution of an exercise not solved yet: opening it is recorded
+    gate.addEventListener("click", async () => {
+      const res = await api("POST", `/api/cloze/${CLIENT.snippet}/open`);
+      if (res.ok) location.reload();
+    });
+    return;
+  }
   let draw = CLIENT.draw; // {snippet, seed, ratio, maskable, masked: [keys], counter}
   const code = document.getElementById("cloze-code");
   const counter = document.getElementById("cloze-counter");
@@ -9,6 +17,7 @@
   const score = document.getElementById("cloze-score");
   const results = document.getElementById("cloze-results");
   const checkBtn = document.getElementById("cloze-check-btn");
+  const WIDTH = 6; // ch, as the server draws them
 
   function inputs() { return [...code.querySelectorAll("input.mask")].sort((a, b) => a.dataset.n - b.dataset.n); }
 
@@ -25,9 +34,16 @@
           if (i + 1 < list.length) list[i + 1].focus(); else check();
         }
       });
-      input.addEventListener("input", () => { input.classList.remove("ok", "bad"); });
+      input.addEventListener("input", () => {
+        input.classList.remove("ok", "bad");
+        input.style.width = `${Math.max(WIDTH, input.value.length + 1)}ch`; // equal boxes that grow as you type
+        const mark = code.querySelector(`.mark[data-key="${CSS.escape(input.dataset.key)}"]`);
+        if (mark) { mark.className = "mark"; mark.textContent = ""; }
+        const right = code.querySelector(`.right-token[data-key="${CSS.escape(input.dataset.key)}"]`);
+        if (right) right.hidden = true;
+      });
     });
-    if (list.length) list[0].focus();
+    if (list.length) list[0].focus({ preventScroll: true });
   }
 
   async function refresh() {
@@ -66,6 +82,12 @@
       const mark = code.querySelector(`.mark[data-key="${CSS.escape(r.key)}"]`);
       if (mark) { mark.className = `mark ${r.correct ? "ok" : "bad"}`; mark.textContent = r.correct ? "✓" : "✗"; }
       inp.title = r.correct ? (r.how === "equivalent" ? `≡ ${r.token}` : "") : r.token;
+      const right = code.querySelector(`.right-token[data-key="${CSS.escape(r.key)}"]`);
+      if (right) { // the right token, in place, after checking
+        right.hidden = r.correct && r.how === "exact";
+        right.textContent = r.correct ? `≡ ${r.token}` : r.token;
+        right.title = T.right_token;
+      }
       items.push(el("li", { class: r.correct ? "ok" : "bad" },
         `[${inp.dataset.n}] ${r.correct ? "✓" : "✗"} ${r.answer || "∅"}${r.correct && r.how === "exact" ? "" : `  →  ${r.token}`}`));
     });

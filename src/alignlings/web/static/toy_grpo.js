@@ -8,7 +8,23 @@
   const legend = document.getElementById("legend");
   const seedInput = document.getElementById("seed");
   const itersInput = document.getElementById("iterations");
+  const runBtn = document.getElementById("run-btn");
+  const empty = document.getElementById("chart-empty");
+  const TARGET = 0.70; // exercise 6: train until P("a") > 0.7
   const runs = []; // {id, seed, iterations, color, points: [{iteration, p_target, loss}], result, status}
+
+  // Run stays disabled while a run trains or waits: one more would only queue behind it
+  function busy() { return runs.some((r) => r.status === "queued" || r.status === "running"); }
+  function updateButton() { runBtn.disabled = busy(); }
+
+  // round tick values ("nice numbers": 1, 2 or 5 times a power of ten) covering [lo, hi]
+  function ticks(lo, hi, n = 4) {
+    const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw) || 10 * mag;
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    return { values: out, digits: Math.max(0, -Math.floor(Math.log10(step))) };
+  }
 
   function addRun(summary) {
     const run = { id: summary.id, seed: summary.seed, iterations: summary.iterations,
@@ -29,14 +45,18 @@
       draw();
     });
     es.addEventListener("done", (ev) => {
-      run.result = JSON.parse(ev.data); run.status = "done"; es.close();
+      run.result = JSON.parse(ev.data); run.status = "done"; es.close(); updateButton();
       status.textContent = doneText(run);
       draw();
     });
     es.addEventListener("failed", (ev) => {
-      run.status = "error"; status.textContent = `${T.error}: ${JSON.parse(ev.data).message}`; es.close();
+      run.status = "error"; status.textContent = `${T.error}${T.colon}${JSON.parse(ev.data).message}`; es.close();
+      updateButton();
     });
-    es.addEventListener("error", () => { if (run.status !== "queued" && run.status !== "running") es.close(); });
+    es.addEventListener("error", () => {
+      if (run.status !== "queued" && run.status !== "running") es.close();
+      if (es.readyState === EventSource.CLOSED && busy()) { run.status = "error"; updateButton(); }
+    });
   }
 
   function doneText(run) {
@@ -47,10 +67,12 @@
   }
 
   async function start() {
+    if (busy()) return;
+    runBtn.disabled = true;
     const seed = Math.max(0, parseInt(seedInput.value || "0", 10));
     const iterations = Math.min(200, Math.max(1, parseInt(itersInput.value || "40", 10)));
     const res = await api("POST", "/api/toy-grpo/runs", { seed, iterations });
-    if (!res.ok) { status.textContent = errorText(res); return; }
+    if (!res.ok) { status.textContent = errorText(res); updateButton(); return; }
     const run = addRun({ id: res.data.id, seed, iterations, status: "queued" });
     status.textContent = T.preparing;
     seedInput.value = seed + 1; // the next run overlays another seed
@@ -79,13 +101,26 @@
       if (hi - lo < 1e-6) { hi += 0.5; lo -= 0.5; }
       const pad = (hi - lo) * 0.08; lo -= pad; hi += pad;
     }
+    const t = ticks(lo, hi);
+    if (!fixedRange) { lo = Math.min(lo, t.values[0]); hi = Math.max(hi, t.values[t.values.length - 1]); }
     const x = (it) => m.l + (w - m.l - m.r) * it / maxIter;
     const y = (v) => m.t + (h - m.t - m.b) * (1 - (v - lo) / (hi - lo));
     ctx.font = "11px system-ui, sans-serif"; ctx.fillStyle = "#5d6776"; ctx.strokeStyle = "#e3e7ec"; ctx.lineWidth = 1;
-    for (let k = 0; k <= 4; k++) {
-      const v = lo + (hi - lo) * k / 4;
+    for (const v of t.values) {
       ctx.beginPath(); ctx.moveTo(m.l, y(v)); ctx.lineTo(w - m.r, y(v)); ctx.stroke();
-      ctx.textAlign = "right"; ctx.fillText(v.toFixed(2), m.l - 6, y(v) + 4);
+      ctx.textAlign = "right"; ctx.fillText(v.toFixed(t.digits), m.l - 6, y(v) + 4);
+    }
+    if (key === "p_target") { // the exercise's target, dashed
+      ctx.save(); ctx.strokeStyle = "#a74d05"; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5;
+      ctx.beginPath(); ctx.moveTo(m.l, y(TARGET)); ctx.lineTo(w - m.r, y(TARGET)); ctx.stroke(); ctx.restore();
+      ctx.fillStyle = "#a74d05"; ctx.textAlign = "left"; ctx.fillText(T.toy_target, m.l + 6, y(TARGET) - 5);
+      ctx.fillStyle = "#5d6776";
+      canvas.dataset.target = String(TARGET);
+    }
+    if (!runs.length) { // an empty chart says how to start
+      ctx.textAlign = "center"; ctx.fillStyle = "#4f5865"; ctx.font = "13px system-ui, sans-serif";
+      ctx.fillText(T.toy_empty, (m.l + w - m.r) / 2, (m.t + h - m.b) / 2 + (key === "p_target" ? 24 : 0), w - m.l - m.r - 10);
+      ctx.font = "11px system-ui, sans-serif"; ctx.fillStyle = "#5d6776";
     }
     const step = maxIter <= 50 ? 10 : maxIter <= 100 ? 20 : 50;
     ctx.textAlign = "center";
@@ -111,15 +146,20 @@
   function draw() {
     chart(pCanvas, "p_target", true);
     chart(lossCanvas, "loss", false);
+    empty.hidden = runs.length > 0;
     legend.replaceChildren(...runs.map((r) => el("li", { "data-run": r.id },
       el("span", { class: "swatch", style: `background:${r.color}` }),
       r.result ? doneText(r) : `${T.seed} ${r.seed}`)));
   }
 
   document.getElementById("run-btn").addEventListener("click", start);
-  document.getElementById("clear-btn").addEventListener("click", () => { runs.length = 0; status.textContent = ""; draw(); });
+  document.getElementById("clear-btn").addEventListener("click", () => {
+    for (let i = runs.length - 1; i >= 0; i--) if (runs[i].status !== "queued" && runs[i].status !== "running") runs.splice(i, 1);
+    status.textContent = ""; draw();
+  });
   window.addEventListener("resize", draw);
   (CLIENT.runs || []).forEach((s) => { const run = addRun(s); if (s.status === "queued" || s.status === "running") follow(run); });
   if (runs.length) seedInput.value = Math.max(...runs.map((r) => r.seed)) + 1;
+  updateButton();
   draw();
 })();
