@@ -61,6 +61,22 @@ def cases():
         loss.backward()
         return loss, pi.grad
 
+    def unequal_lengths(m):
+        # The template slices one input_len for the whole batch, so the responses of one call all have
+        # the same length and every aggregation agrees. Responses of 2, 9 and 5 tokens are graded one
+        # call each (G = 1 per call): each call returns that response's token mean, from which both
+        # aggregations follow, and they differ.
+        T, lengths = 12, [2, 9, 5]
+        advantages = torch.tensor([1.2, -0.7, 0.4])
+        per_response = []
+        for i, length in enumerate(lengths):
+            pi, old, ref, _ = random_inputs(20 + i, 1, T, 0.3)
+            per_response.append(m.grpo_loss(pi, old, ref, advantages[i:i + 1], T - length))
+        per_response = torch.stack(per_response)
+        n = torch.tensor(lengths, dtype=per_response.dtype)
+        return {"paper (DeepSeekMath): mean over responses of each response's token mean": per_response.mean(),
+                "DAPO / TRL default: one mean over all tokens": (per_response * n).sum() / n.sum()}
+
     def all_equal(m):
         pi, _, _, adv = random_inputs(9, 5, 7, 0.0)
         return m.grpo_loss(pi, pi.clone(), pi.clone(), adv, 2)
@@ -77,6 +93,13 @@ def cases():
         }),
         Case("ratios far outside the trust region", "hidden", random_case(3, 4, 10, 3, spread=1.5)),
         Case("input_len 0 (every position counts)", "hidden", random_case(4, 3, 5, 0)),
+        Case("responses of unequal lengths (2, 9, 5 tokens), one call each", "hidden", unequal_lengths,
+             label={"zh": "长度不同的回答（2、9、5 个 token），每个回答单独调用一次"}, note={
+                 "en": "Each response's own token mean must be right; the case then averages them two ways "
+                       "(the paper's per-response mean, and DAPO's flat token mean, TRL's default), which "
+                       "differ when lengths differ.",
+                 "zh": "每个回答自身的 token 平均必须正确；这个用例再用两种方式汇总（论文的先按回答平均，"
+                       "以及 DAPO 的所有 token 统一平均，也是 TRL 的默认做法），长度不同时两者不相等。"}),
         Case("all three policies equal: loss = -mean(A)", "edge", all_equal),
         Case("log-probs near -200", "edge", deep_logprobs, note={
             "en": "exp(-200) underflows to 0 in float32, so exp(logp) / exp(logp_old) is 0 / 0 = NaN. "
