@@ -47,8 +47,10 @@ PAIRS = [
 PROMPTS = [{"prompt": r["prompt"], "answer": r["chosen"]} for r in PAIRS]
 
 DPO_KEYS = {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies",
-            "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected", "grad_norm", "learning_rate"}
-REWARD_KEYS = {"loss", "accuracy", "margin", "min_reward", "mean_reward", "max_reward", "grad_norm", "learning_rate"}
+            "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected", "grad_norm", "learning_rate",
+            "entropy", "num_tokens", "mean_token_accuracy"}
+REWARD_KEYS = {"loss", "accuracy", "margin", "min_reward", "mean_reward", "max_reward", "grad_norm", "learning_rate",
+               "num_tokens"}
 GRPO_KEYS = {"loss", "reward", "reward_std", "frac_reward_zero_std", "kl", "entropy", "clip_ratio/low_mean",
              "clip_ratio/high_mean", "clip_ratio/region_mean", "completions/mean_length",
              "rewards/count_ones/mean", "rewards/count_ones/std", "grad_norm", "learning_rate"}
@@ -95,6 +97,57 @@ def test_configs_validate_and_take_overrides():
         DPOConfig(loss_type="nope")
     with pytest.raises(ValueError, match="unknown field"):
         load_config(DPOConfig, {"betta": 0.1})
+
+
+# -- optimiser, schedule and data order as transformers' Trainer / TRL -------------------------------
+
+
+def test_defaults_are_trls():
+    for cls in (DPOConfig, RewardConfig, GRPOConfig):
+        assert (cls().max_steps, cls().num_train_epochs) == (-1, 3.0)
+
+
+def test_no_weight_decay_on_biases_and_layernorms(tok, tmp_path):
+    from transformers import Trainer
+
+    args = DPOConfig(**common(tmp_path, weight_decay=0.1, max_steps=1))
+    trainer = DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+    names = {id(p): n for n, p in trainer.unwrapped_model.named_parameters()}
+    decayed = {names[id(p)] for g in trainer.optimizer.param_groups if g["weight_decay"] == 0.1 for p in g["params"]}
+    kept = {names[id(p)] for g in trainer.optimizer.param_groups if g["weight_decay"] == 0.0 for p in g["params"]}
+    assert decayed == set(Trainer.get_decay_parameter_names(None, trainer.unwrapped_model)) & set(names.values())
+    assert kept and all(n.endswith("bias") or ".ln_" in n for n in kept)
+    assert decayed and not any(n.endswith("bias") for n in decayed)
+
+
+@pytest.mark.parametrize("kind, warmup, expected", [
+    ("linear", 2, [0.0, 0.5, 1.0, 0.5]),             # warm-up from 0, then linear decay to 0 at step 4
+    ("linear", 0.5, [0.0, 0.5, 1.0, 0.5]),           # a fraction < 1 is a ratio of the run: 2 of 4 steps
+    ("constant", 2, [1.0, 1.0, 1.0, 1.0]),           # transformers' "constant" ignores warm-up
+    ("constant_with_warmup", 2, [0.0, 0.5, 1.0, 1.0]),
+])
+def test_learning_rate_schedules_are_transformers(tok, tmp_path, kind, warmup, expected):
+    args = RewardConfig(**common(tmp_path, learning_rate=1e-3, per_device_train_batch_size=8, max_steps=4,
+                                 lr_scheduler_type=kind, warmup_steps=warmup))
+    history = RewardTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok).train()
+    assert [r["learning_rate"] for r in history] == pytest.approx([1e-3 * e for e in expected])
+
+
+def test_last_partial_batch_is_trained_and_small_datasets_accepted(tok, tmp_path):
+    # 8 pairs in batches of 3: an epoch is 3 steps (3, 3, 2 rows) and sees every row once, as TRL's
+    # dataloader (drop_last=False); a dataset smaller than one batch trains on all of it each step.
+    args = DPOConfig(**common(tmp_path / "a", per_device_train_batch_size=3, num_train_epochs=1, max_steps=-1))
+    trainer = DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+    assert trainer.max_steps == 3
+    batches = [trainer.data.next() for _ in range(3)]
+    assert [len(b) for b in batches] == [3, 3, 2] and sorted(sum(batches, [])) == list(range(8))
+    args = RewardConfig(**common(tmp_path / "b", per_device_train_batch_size=16, max_steps=2))
+    history = RewardTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok).train()
+    assert len(history) == 2 and history[1]["num_tokens"] == 2 * history[0]["num_tokens"]
+    # GRPO keeps TRL's RepeatSampler rule: whole batches of prompts only
+    args = GRPOConfig(**common(tmp_path / "c", per_device_train_batch_size=12, num_generations=4, num_train_epochs=1,
+                               max_steps=-1, max_completion_length=2))
+    assert GRPOTrainer(tiny(tok), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok).max_steps == 2
 
 
 # -- each trainer reduces its loss and logs TRL's keys -------------------------------------------------
@@ -179,30 +232,41 @@ def _params(model):
 
 
 def _resume_equals_uninterrupted(make_trainer, tmp_path, steps=4, stop=3):
+    """Train ``steps`` steps saving each one; then resume, from checkpoint ``stop``, a trainer whose
+    policy starts from *different* weights (the reference, which checkpoints do not hold, is the same).
+    Only a resume that restores the weights, the optimiser, the schedule, the data position and the
+    RNG ends bit-for-bit equal to the full run; one that restored nothing fails."""
     full = make_trainer(tmp_path / "full", save_steps=1, max_steps=steps)
-    full.train()
-    resumed = make_trainer(tmp_path / "full", save_steps=0, max_steps=steps)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{stop}"))
+    full_history = full.train()
+    resumed = make_trainer(tmp_path / "full", save_steps=0, max_steps=steps, model_seed=123)
+    before = _params(resumed.unwrapped_model)
+    ran, step = [], resumed.training_step
+    resumed.training_step = lambda rows: ran.append(resumed.step) or step(rows)
+    history = resumed.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{stop}"))
+    assert ran == list(range(stop, steps))  # only the remaining steps ran
     a, b = _params(full.unwrapped_model), _params(resumed.unwrapped_model)
     assert a.keys() == b.keys()
+    assert any(not torch.equal(a[k], before[k]) for k in a)  # the stand-in start really differed
     for k in a:
         assert torch.equal(a[k], b[k]), k
+    assert history[-1]["loss"] == full_history[-1]["loss"]
     assert resumed.optimizer.state_dict()["state"].keys() == full.optimizer.state_dict()["state"].keys()
 
 
 def test_dpo_resume_is_bit_for_bit(tok, tmp_path):
-    def make(out, **kw):
+    def make(out, model_seed=0, **kw):
         args = DPOConfig(**common(out, learning_rate=1e-3, per_device_train_batch_size=2, gradient_accumulation_steps=2,
                                   **kw))
-        return DPOTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+        return DPOTrainer(tiny(tok, model_seed), ref_model=tiny(tok), args=args, train_dataset=PAIRS,
+                          processing_class=tok)
 
     _resume_equals_uninterrupted(make, tmp_path)
 
 
 def test_reward_resume_is_bit_for_bit(tok, tmp_path):
-    def make(out, **kw):
+    def make(out, model_seed=0, **kw):
         args = RewardConfig(**common(out, learning_rate=1e-3, per_device_train_batch_size=4, **kw))
-        return RewardTrainer(tiny(tok), args=args, train_dataset=PAIRS, processing_class=tok)
+        return RewardTrainer(tiny(tok, model_seed), args=args, train_dataset=PAIRS, processing_class=tok)
 
     _resume_equals_uninterrupted(make, tmp_path)
 
@@ -210,10 +274,11 @@ def test_reward_resume_is_bit_for_bit(tok, tmp_path):
 def test_grpo_resume_is_bit_for_bit_mid_iteration(tok, tmp_path):
     # stop at step 3 of num_iterations = 2: the generated batch of step 3 must come back from the
     # checkpoint, and the sampling RNG must continue where it was.
-    def make(out, **kw):
+    def make(out, model_seed=0, **kw):
         args = GRPOConfig(**common(out, learning_rate=1e-3, per_device_train_batch_size=8, num_generations=4,
                                    max_completion_length=4, num_iterations=2, beta=0.1, **kw))
-        return GRPOTrainer(tiny(tok), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok)
+        return GRPOTrainer(tiny(tok, model_seed), count_ones, args=args, train_dataset=PROMPTS, processing_class=tok,
+                           ref_model=tiny(tok))
 
     _resume_equals_uninterrupted(make, tmp_path, steps=5, stop=3)
 

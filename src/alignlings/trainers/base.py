@@ -23,7 +23,7 @@ import torch
 from alignlings.trainers import checkpoint as ckpt
 from alignlings.trainers.configs import TrainerConfig
 from alignlings.trainers.distributed import (
-    DistInfo, barrier, mean_over_processes, setup_distributed, unwrap, wrap_model,
+    DistInfo, all_reduce_sum, barrier, mean_over_processes, setup_distributed, unwrap, wrap_model,
 )
 from alignlings.trainers.metrics import MetricsLog, Progress, plot_metrics
 from alignlings.trainers.modeling import disable_dropout
@@ -32,19 +32,30 @@ from alignlings.trainers.modeling import disable_dropout
 class DataStream:
     """Row indices in a seeded order, one global batch at a time, resumable from (epoch, position).
 
-    Epoch e visits the rows in ``randperm(n, seed + e)``; a global batch that would run past the end
-    starts the next epoch instead (drop-last). Process r takes rows [r*k, (r+1)*k) of each global
-    batch of ``k * world_size`` rows, so N processes see the same global batch as one process would.
+    Epoch e visits the rows in ``randperm(n, seed + e)``. What happens to the rows left at the end of
+    an epoch follows TRL 1.16:
+
+    * ``drop_last=False`` (DPO, reward model: transformers' ``dataloader_drop_last=False``): they form
+      a last, smaller batch, and a dataset smaller than one batch trains on all its rows each step.
+      Under several processes a short last batch is topped up from the start of the epoch's order so
+      every process gets rows (accelerate's ``even_batches``).
+    * ``drop_last=True`` (GRPO: TRL's ``RepeatSampler`` keeps only full batches of prompts): they are
+      skipped, and a dataset smaller than one batch is refused.
+
+    Process r takes its slice of each global batch, so N processes see the same global batch as one
+    process would.
     """
 
-    def __init__(self, num_rows: int, rows_per_process: int, info: DistInfo, seed: int) -> None:
+    def __init__(self, num_rows: int, rows_per_process: int, info: DistInfo, seed: int,
+                 drop_last: bool = False) -> None:
         global_batch = rows_per_process * info.world_size
-        if num_rows < global_batch:
+        if drop_last and num_rows < global_batch:
             raise ValueError(
                 f"train_dataset: {num_rows} rows cannot fill one global batch of {global_batch} rows "
                 f"({rows_per_process} per process x {info.world_size} processes)"
             )
         self.num_rows, self.k, self.info, self.seed = num_rows, rows_per_process, info, seed
+        self.drop_last = drop_last
         self.epoch, self.position = 0, 0
         self._order = self._permutation()
 
@@ -54,18 +65,25 @@ class DataStream:
 
     @property
     def batches_per_epoch(self) -> int:
-        return self.num_rows // (self.k * self.info.world_size)
+        size = self.k * self.info.world_size
+        return self.num_rows // size if self.drop_last else math.ceil(self.num_rows / size)
 
     def next(self) -> list[int]:
         """This process's row indices of the next global batch."""
         size = self.k * self.info.world_size
-        if self.position + size > self.num_rows:
+        needed = size if self.drop_last else 1
+        if self.position + needed > self.num_rows:
             self.epoch, self.position = self.epoch + 1, 0
             self._order = self._permutation()
         batch = self._order[self.position: self.position + size]
-        self.position += size
-        r = self.info.rank
-        return batch[r * self.k: (r + 1) * self.k]
+        self.position += len(batch)
+        world, r = self.info.world_size, self.info.rank
+        if len(batch) == size:
+            return batch[r * self.k: (r + 1) * self.k]
+        # a short last batch: every process gets ceil(len / world) rows, topped up from the epoch's start
+        per = math.ceil(len(batch) / world)
+        batch = batch + [self._order[i % self.num_rows] for i in range(per * world - len(batch))]
+        return batch[r * per: (r + 1) * per]
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position}
@@ -75,18 +93,18 @@ class DataStream:
         self._order = self._permutation()
 
 
-def _lr_lambda(kind: str, warmup: int, total: int):
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        if kind == "constant":
-            return 1.0
-        progress = (step - warmup) / max(1, total - warmup)
-        if kind == "linear":
-            return max(0.0, 1.0 - progress)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))  # cosine
+def decay_parameter_names(model: torch.nn.Module) -> set[str]:
+    """Names of the parameters AdamW decays: transformers' ``Trainer.get_decay_parameter_names`` rule
+    (nothing inside an ``nn.LayerNorm``, no name matching bias / layernorm / rmsnorm / norm)."""
+    from transformers.trainer_pt_utils import get_parameter_names
 
-    return factor
+    patterns = [r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)"]
+    return set(get_parameter_names(model, [torch.nn.LayerNorm], patterns))
+
+
+def warmup_steps_for(warmup_steps: float, total: int) -> int:
+    """transformers' ``TrainingArguments.get_warmup_steps``: >= 1 is a count, < 1 a ratio of ``total``."""
+    return int(warmup_steps) if warmup_steps >= 1 else math.ceil(total * warmup_steps)
 
 
 class BaseTrainer:
@@ -111,29 +129,45 @@ class BaseTrainer:
         self.model = wrap_model(model, self.dist, find_unused_parameters=self.find_unused_parameters)
         self.train_dataset = train_dataset
         self.step = 0
+        self.num_tokens = 0  # TRL's ``num_tokens``: attention-mask tokens seen so far, all processes
         self.extra_state: dict[str, Any] = {}  # small per-trainer state saved in checkpoints
 
     @property
     def unwrapped_model(self) -> torch.nn.Module:
         return unwrap(self.model)
 
+    drop_last = False  # see DataStream
+
     def _setup_optimizer(self, rows_per_step: int, num_rows: int) -> None:
-        """AdamW over trainable parameters, the learning-rate schedule and the data order."""
+        """AdamW over trainable parameters, the learning-rate schedule and the data order.
+
+        As transformers' ``Trainer``: two parameter groups, ``weight_decay`` on the decayed ones and 0
+        on biases and normalisation weights; the schedule is ``transformers.get_scheduler``."""
+        from transformers import get_scheduler
+
         args = self.args
-        self.data = DataStream(num_rows, rows_per_step, self.dist, args.seed)
+        self.data = DataStream(num_rows, rows_per_step, self.dist, args.seed, drop_last=self.drop_last)
         if args.max_steps == -1:
-            self.max_steps = max(1, int(args.num_train_epochs * self.data.batches_per_epoch))
+            self.max_steps = max(1, math.ceil(args.num_train_epochs * self.data.batches_per_epoch))
         else:
             self.max_steps = args.max_steps
-        params = self._trainable = [p for p in self.model.parameters() if p.requires_grad]
+        named = [(n, p) for n, p in self.unwrapped_model.named_parameters() if p.requires_grad]
+        decay = decay_parameter_names(self.unwrapped_model)
+        params = self._trainable = [p for _, p in named]
+        groups = [
+            {"params": [p for n, p in named if n in decay], "weight_decay": args.weight_decay},
+            {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0},
+        ]
+        groups = [g for g in groups if g["params"]]
         fused = args.optim == "adamw_torch_fused" and all(
             p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
         self.optimizer = torch.optim.AdamW(
-            params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-            eps=args.adam_epsilon, weight_decay=args.weight_decay, fused=fused or None,
+            groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+            eps=args.adam_epsilon, fused=fused or None,
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, _lr_lambda(args.lr_scheduler_type, args.warmup_steps, self.max_steps)
+        self.scheduler = get_scheduler(
+            args.lr_scheduler_type, self.optimizer,
+            num_warmup_steps=warmup_steps_for(args.warmup_steps, self.max_steps), num_training_steps=self.max_steps,
         )
 
     # -- the pieces a training_step uses ---------------------------------------------------------
@@ -160,6 +194,11 @@ class BaseTrainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return {"grad_norm": float(grad_norm), "learning_rate": lr}
+
+    def count_tokens(self, attention_mask: torch.Tensor) -> dict[str, float]:
+        """Add a micro-batch's real tokens (summed over processes) to ``num_tokens``; TRL's metric."""
+        self.num_tokens += int(all_reduce_sum(attention_mask.sum().float()).item())
+        return {"num_tokens": float(self.num_tokens)}
 
     def training_step(self, rows: list[int]) -> dict[str, float]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -213,7 +252,8 @@ class BaseTrainer:
     # -- checkpoints ------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        return {"step": self.step, "data": self.data.state_dict(), "trainer": type(self).__name__}
+        return {"step": self.step, "data": self.data.state_dict(), "trainer": type(self).__name__,
+                "num_tokens": self.num_tokens}
 
     def save(self, path: Path) -> None:
         """A resumable checkpoint (see checkpoint.py); every process writes its RNG state."""
@@ -231,5 +271,6 @@ class BaseTrainer:
             rank=self.dist.rank, device=self.device,
         )
         self.step = state["step"]
+        self.num_tokens = state.get("num_tokens", 0)
         self.data.load_state_dict(state["data"])
         self.extra_state = extra or {}

@@ -22,7 +22,9 @@ from typing import Any, get_type_hints
 
 from alignlings._validate import check_choice, check_range
 
-LR_SCHEDULERS = ("linear", "constant", "cosine")
+#: the names ``transformers.get_scheduler`` takes without extra arguments
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                 "inverse_sqrt")
 
 
 def _positive_int(name: str, value: int) -> None:
@@ -46,17 +48,20 @@ class TrainerConfig:
     gradient_accumulation_steps: int = 1
     """Micro-batches whose gradients are summed before one optimiser step (default 1)."""
 
-    max_steps: int = 100
-    """Optimiser steps to run (default 100). TRL's -1 (use ``num_train_epochs``) is also accepted."""
+    max_steps: int = -1
+    """Optimiser steps to run (default -1, TRL's: ``num_train_epochs`` passes over the dataset)."""
 
-    num_train_epochs: float = 1.0
-    """Passes over the dataset when ``max_steps`` is -1 (default 1.0; TRL's default is 3.0)."""
+    num_train_epochs: float = 3.0
+    """Passes over the dataset when ``max_steps`` is -1 (default 3.0, TRL's). An epoch is
+    ceil(rows / rows per step) steps for DPO and the reward model (the last batch may be smaller)
+    and floor(prompts / prompts per step) for GRPO (TRL's sampler drops the partial batch)."""
 
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this value before each step (default 1.0); 0 disables clipping."""
 
     weight_decay: float = 0.0
-    """AdamW weight decay (default 0.0)."""
+    """AdamW weight decay (default 0.0). As in transformers' ``Trainer``, biases and normalisation
+    weights are never decayed."""
 
     adam_beta1: float = 0.9
     """AdamW beta1 (default 0.9)."""
@@ -72,10 +77,13 @@ class TrainerConfig:
     "adamw_torch" (the per-parameter loop)."""
 
     lr_scheduler_type: str = "linear"
-    """"linear" (default, TRL's: decay to 0 at ``max_steps``), "constant" or "cosine"."""
+    """A ``transformers.get_scheduler`` name: "linear" (default, TRL's: decay to 0 at the last step),
+    "cosine", "constant" (ignores warm-up, as in transformers), "constant_with_warmup", ... (see
+    ``LR_SCHEDULERS``)."""
 
-    warmup_steps: int = 0
-    """Steps of linear warm-up from 0 to ``learning_rate`` (default 0)."""
+    warmup_steps: float = 0
+    """Linear warm-up from 0: the learning rate is ``learning_rate * s / warmup`` at step s (default 0).
+    A value >= 1 is a number of steps, a value < 1 a fraction of the run (transformers' rule)."""
 
     seed: int = 42
     """Seeds Python, NumPy and torch, the data order and the sampling (default 42, TRL's)."""

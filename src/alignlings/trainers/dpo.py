@@ -11,7 +11,8 @@ Rafailov et al., "Direct Preference Optimization: Your Language Model is Secretl
     step       gradient accumulation, clipping and AdamW in ``BaseTrainer``;
     log        ``dpo_metrics`` (TRL's keys ``rewards/chosen``, ``rewards/rejected``,
                ``rewards/margins``, ``rewards/accuracies``, ``logps/chosen``, ``logps/rejected``)
-               plus ``logits/chosen``, ``logits/rejected``, ``loss``, ``grad_norm``, ``learning_rate``.
+               plus ``logits/chosen``, ``logits/rejected``, ``entropy``, ``mean_token_accuracy``,
+               ``num_tokens``, ``loss``, ``grad_norm``, ``learning_rate``.
 
 Shapes: b pairs per micro-batch, 2b rows per forward pass, T tokens.
 """
@@ -149,19 +150,30 @@ class DPOTrainer(BaseTrainer):
             logged.append({
                 "loss": loss.item(),
                 **dpo_metrics(chosen, rejected, ref_chosen, ref_rejected, beta=args.beta),
-                **_mean_logits(logits, batch["completion_mask"]),
+                **token_metrics(logits, batch["input_ids"], batch["completion_mask"]),
             })
-        return {**_mean(logged), **self.optimizer_step()}
+            num_tokens = self.count_tokens(batch["attention_mask"])
+        return {**_mean(logged), **num_tokens, **self.optimizer_step()}
 
 
 @torch.no_grad()
-def _mean_logits(logits: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, float]:
-    """TRL's ``logits/chosen`` and ``logits/rejected``: the mean logit over completion positions."""
-    per_position = logits[:, :-1].float().mean(-1)  # [2b, T-1], position t predicts token t+1
+def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, float]:
+    """TRL 1.16's per-token DPO metrics over completion positions (``_compute_loss`` in dpo_trainer.py):
+    ``logits/chosen`` and ``logits/rejected`` (the mean logit), ``entropy`` (of the policy's next-token
+    distribution, chosen and rejected tokens together) and ``mean_token_accuracy`` (how often the
+    chosen completion's token is the policy's argmax)."""
+    z = logits[:, :-1].float()  # [2b, T-1, V], position t predicts token t+1
     mask = completion_mask[:, 1:].float()
+    per_position = z.mean(-1)
+    logp = torch.log_softmax(z, dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)  # [2b, T-1]
+    is_top1 = (z.argmax(-1) == input_ids[:, 1:]).float()
     sums, counts = (per_position * mask).sum(-1), mask.sum(-1)
     (cs, rs), (cc, rc) = sums.chunk(2), counts.chunk(2)
+    chosen_mask = mask.chunk(2)[0]
     return {
         "logits/chosen": (cs.sum() / cc.sum().clamp(min=1)).item(),
         "logits/rejected": (rs.sum() / rc.sum().clamp(min=1)).item(),
+        "entropy": ((entropy * mask).sum() / mask.sum().clamp(min=1)).item(),
+        "mean_token_accuracy": ((is_top1.chunk(2)[0] * chosen_mask).sum() / chosen_mask.sum().clamp(min=1)).item(),
     }

@@ -70,6 +70,7 @@ class GRPOTrainer(BaseTrainer):
 
     name = "grpo"
     progress_keys = ("reward", "loss", "kl")
+    drop_last = True  # TRL's RepeatSampler keeps only full batches of prompts
 
     def __init__(self, model, reward_funcs: RewardFunc | Sequence[RewardFunc], args: GRPOConfig | None = None,
                  train_dataset=None, processing_class=None, ref_model=None) -> None:

@@ -10,7 +10,7 @@ section 3.5; Bradley & Terry (1952). Each step, for a batch of ``prompt/chosen/r
            plus ``center_rewards_coefficient * mean((r_c + r_r)^2)`` when set;
     step   gradient accumulation, clipping and AdamW in ``BaseTrainer``;
     log    TRL's keys: ``accuracy`` (r_c > r_r), ``margin`` (mean r_c - r_r), ``min_reward``,
-           ``mean_reward``, ``max_reward``, and ``loss``, ``grad_norm``, ``learning_rate``.
+           ``mean_reward``, ``max_reward``, ``num_tokens``, and ``loss``, ``grad_norm``, ``learning_rate``.
 
 The model may be a ``RewardModel``, a ``*ForSequenceClassification`` model with one label, or a
 causal LM, which is wrapped as ``RewardModel(model, freeze_backbone=False)`` (the whole network
@@ -33,10 +33,19 @@ from alignlings.trainers.distributed import unwrap
 
 
 def as_reward_model(model: torch.nn.Module) -> torch.nn.Module:
-    """A module mapping (input_ids, attention_mask) to [B] rewards, or a sequence classifier."""
+    """A module mapping (input_ids, attention_mask) to [B] rewards, or a sequence classifier.
+
+    A causal LM is wrapped in a ``RewardModel`` whose head is TRL's: the score head of
+    ``AutoModelForSequenceClassification`` is ``Linear(H, 1, bias=False)`` drawn from
+    N(0, ``config.initializer_range``) (transformers' ``_init_weights``), so rewards start near 0."""
     if isinstance(model, RewardModel) or type(model).__name__.endswith("ForSequenceClassification"):
         return model
-    return RewardModel(model, freeze_backbone=False)
+    wrapped = RewardModel(model, freeze_backbone=False)
+    head = torch.nn.Linear(wrapped.hidden_dim, 1, bias=False)
+    std = getattr(getattr(model, "config", None), "initializer_range", 0.02)
+    torch.nn.init.normal_(head.weight, mean=0.0, std=std)
+    wrapped.value_head = head.to(next(model.parameters()).dtype)
+    return wrapped
 
 
 def rewards_of(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -124,10 +133,11 @@ class RewardTrainer(BaseTrainer):
                     "mean_reward": rewards.mean().item(),
                     "max_reward": rewards.max().item(),
                 })
+            num_tokens = self.count_tokens(batch["attention_mask"])
         metrics = {k: sum(r[k] for r in logged) / len(logged) for k in logged[0]}
         metrics["min_reward"] = min(r["min_reward"] for r in logged)
         metrics["max_reward"] = max(r["max_reward"] for r in logged)
-        return {**metrics, **self.optimizer_step()}
+        return {**metrics, **num_tokens, **self.optimizer_step()}
 
     @torch.no_grad()
     def score(self, prompts: list, completions: list, batch_size: int = 64) -> torch.Tensor:
