@@ -46,6 +46,14 @@ class Misconception:
 
 
 @dataclass(frozen=True)
+class Equivalent:
+    """A right answer written differently from the reference; ``dev check`` proves it passes."""
+
+    blank: int
+    fill: str
+
+
+@dataclass(frozen=True)
 class QuizOption:
     text: dict[str, str]
     why: dict[str, str]
@@ -66,6 +74,11 @@ class Texts:
     hints: tuple[str, ...]
     explanation: str
     comments: dict[str, str] = field(default_factory=dict)
+    # per blank, hints from a nudge to the answer (``alignlings hint ID --blank N``, the web's hint button)
+    blank_hints: tuple[tuple[str, ...], ...] = ()
+
+
+ExerciseTexts = Texts
 
 
 @dataclass
@@ -109,10 +122,24 @@ class Exercise:
                     hints=tuple(map(str, data.get("hints", ()))),
                     explanation=str(data.get("explanation", "")),
                     comments={str(k): str(v) for k, v in data.get("comments", {}).items()},
+                    blank_hints=self._blank_hints(data.get("blank_hints", []), path),
                 )
             except KeyError as exc:
                 raise PackError(f"{path}: missing field {exc.args[0]!r}") from None
         return out
+
+    def _blank_hints(self, value, path: Path) -> tuple[tuple[str, ...], ...]:
+        """``blank_hints``: one non-empty list of strings per blank of solution.py (or none at all)."""
+        if not isinstance(value, list) or not all(
+                isinstance(h, list) and h and all(isinstance(x, str) and x.strip() for x in h) for h in value):
+            raise PackError(f"{path}: blank_hints must be a list with one non-empty list of strings per blank")
+        if value and self.is_code:
+            from alignlings.practice.blanks import find_blanks
+
+            n = len(find_blanks(self.solution_source))
+            if len(value) != n:
+                raise PackError(f"{path}: blank_hints has {len(value)} lists, expected one per blank ({n})")
+        return tuple(tuple(h) for h in value)
 
     @cached_property
     def solution_source(self) -> str:
@@ -139,6 +166,20 @@ class Exercise:
                 ))
             except KeyError as exc:
                 raise PackError(f"{where}: missing field {exc.args[0]!r}") from None
+        return tuple(items)
+
+    @cached_property
+    def equivalents(self) -> tuple[Equivalent, ...]:
+        """``[[equivalent]]`` tables of misconceptions.toml: ``blank``, ``fill``."""
+        path = self.path / "misconceptions.toml"
+        if not path.exists():
+            return ()
+        items = []
+        for i, e in enumerate(_read_toml(path).get("equivalent", [])):
+            try:
+                items.append(Equivalent(blank=int(e["blank"]), fill=str(e["fill"])))
+            except KeyError as exc:
+                raise PackError(f"{path}: equivalent #{i + 1}: missing field {exc.args[0]!r}") from None
         return tuple(items)
 
     @cached_property
@@ -241,6 +282,18 @@ class Pack:
 
     def __iter__(self):
         return iter(self.exercises.values())
+
+    def intro(self, lang: str = "en") -> str:
+        """The pack's introduction (prerequisites, core formulas): ``intro`` in texts/<lang>.toml of
+        the pack folder, or of each part of a course; "" where there is none."""
+        if lang not in LANGS:
+            raise PackError(f"lang: expected one of {', '.join(LANGS)}, got {lang!r}")
+        texts = []
+        for p in self.packs:
+            path = p.path / "texts" / f"{lang}.toml"
+            if path.is_file():
+                texts.append(str(_read_toml(path).get("intro", "")).strip())
+        return "\n\n".join(t for t in texts if t)
 
     def code_exercises(self) -> list[Exercise]:
         return [e for e in self if e.is_code]
