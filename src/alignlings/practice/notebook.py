@@ -13,8 +13,6 @@ import inspect
 import textwrap
 from typing import Any
 
-from alignlings.practice import blanks as bl
-
 
 class Verdict(dict):
     """The verdict dict, shown as a compact report in Jupyter."""
