@@ -1,6 +1,7 @@
 """Proofs a pack must pass (``alignlings dev check`` and CI): every template fails as shipped,
 every reference solution passes, every misconception is rejected on its own blank with its own
-feedback, and every exercise has all its texts in both languages."""
+feedback, every listed equivalent right answer passes, and every exercise has all its texts in both
+languages (per-blank hints, where given, from a nudge to the answer: at least two per blank)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from alignlings.practice.pack import LANGS, Exercise, Pack
 
 MIN_HINTS = 3
 MIN_MISCONCEPTIONS = 3
+MIN_BLANK_HINTS = 2
 
 
 @dataclass
@@ -44,6 +46,14 @@ def check_texts(ex: Exercise) -> list[str]:
             n = len(bl.find_blanks(ex.solution_source))
             if len(texts.blanks) != n:
                 problems.append(f"texts/{lang}.toml: {len(texts.blanks)} blank descriptions for {n} blanks")
+            for i, hints in enumerate(texts.blank_hints, start=1):
+                if len(hints) < MIN_BLANK_HINTS:
+                    problems.append(f"texts/{lang}.toml: blank_hints for blank {i}: {len(hints)}, "
+                                    f"expected at least {MIN_BLANK_HINTS}")
+    if ex.is_code:
+        given = {lang for lang in LANGS if _blank_hints(ex, lang)}
+        if given and given != set(LANGS):
+            problems.append(f"blank_hints given in {', '.join(sorted(given))} only, expected every language")
     if ex.is_code:
         for m in ex.misconceptions:
             for lang in LANGS:
@@ -94,7 +104,44 @@ def check_exercise(ex: Exercise, grader) -> Report:
         if others:
             report.problems.append(f"misconception {m.id} also marks blanks {others} wrong")
     report.checked.append(f"{len(ex.misconceptions)} misconceptions rejected")
+    report.problems += check_equivalents(ex, grader, blanks)
+    if ex.equivalents:
+        report.checked.append(f"{len(ex.equivalents)} equivalent answers pass")
     return report
+
+
+def _blank_hints(ex: Exercise, lang: str) -> tuple:
+    try:
+        return ex.texts(lang).blank_hints
+    except Exception:  # noqa: BLE001 - check_texts reports the broken file
+        return ()
+
+
+def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:
+    """Every ``[[equivalent]]`` fill passes on its blank, and a file made of them passes.
+
+    They are graded in rounds, the k-th equivalent of every blank together: the grader still judges
+    each blank alone (spliced into the reference), and a round costs one grading run.
+    """
+    problems = []
+    by_blank: dict[int, list[str]] = {}
+    for e in ex.equivalents:
+        if not 1 <= e.blank <= len(blanks):
+            problems.append(f"equivalent {e.fill!r}: blank {e.blank} is not a blank 1..{len(blanks)}")
+            continue
+        by_blank.setdefault(e.blank, []).append(e.fill)
+    for k in range(max(map(len, by_blank.values()), default=0)):
+        round_ = {i: fills[k] for i, fills in by_blank.items() if k < len(fills)}
+        fills = [round_.get(b.index, b.answer) for b in blanks]
+        v = grader.check(ex.id, fills=fills, run_main=False)
+        for b in v["blanks"]:
+            if b["index"] in round_ and b["passed"] is not True:
+                problems.append(f"equivalent {round_[b['index']]!r} (blank {b['index']}) is rejected: "
+                                f"{b['message'] or b['misconception']}")
+        if not v["passed"] and not problems:
+            failing = [c["message"] for c in v["cases"] if not c["passed"]] or [str(v["error"])]
+            problems.append(f"a file made of equivalent answers {sorted(round_.items())} fails: {failing[0]}")
+    return problems
 
 
 def check_pack(pack: Pack, grader) -> list[Report]:
