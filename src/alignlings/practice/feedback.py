@@ -37,6 +37,8 @@ MESSAGES = {
     "list_sep": {"en": "; ", "zh": "；"},
     "other": {"en": "case '{case}': {detail}", "zh": "用例「{case}」：{detail}"},
     "passed_case": {"en": "passed", "zh": "通过"},
+    "bad_report": {"en": "the run's report did not have the exercise's form; nothing was graded",
+                   "zh": "运行结果不符合本练习的格式，未评分"},
     "not_checked": {"en": "not checked: the run stopped early ({reason})", "zh": "未检查：运行提前终止（{reason}）"},
     # the web app shows the template with a box per blank: no file, no _____, its own line numbers
     "empty_todo": {"en": "TODO {n} is still empty: type your code in its box",

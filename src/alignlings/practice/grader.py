@@ -1,29 +1,53 @@
-"""The grader: runs a learner's file against the reference in a sandboxed child and builds the verdict.
+"""The grader: runs a learner's file in a sandbox, and judges what it returns outside it.
 
 Checking is by execution, never by comparing text: the exercise's cases (visible spec data, hidden
-randomised shapes, edge cases) run on the learner's module and on the reference. Each learner fill
-is also spliced alone into the reference, so the verdict names exactly which blanks are wrong, with
-a known misconception's feedback (matched by behaviour) or a tensor diff.
+randomised shapes, edge cases) run on the learner's module and, once per pack version, on the
+reference. Each learner fill is also spliced alone into the reference, so the verdict names exactly
+which blanks are wrong, with a known misconception's feedback (matched by behaviour) or a diff.
+
+Who holds what (a pass must be earned, whatever the learner's code does in its process):
+
+- The learner's whole file runs in a sandboxed job of its own (``casejob.run_cases``) that holds no
+  reference code, no expected values and no comparison; the library and the packs are not even
+  visible to it. It returns each case's value in a plain wire format (``values``).
+- Each per-blank splice (the reference with one learner fill in it) runs in another job, and can
+  reach neither the whole file's values nor its verdict.
+- The reference's values and the misconceptions' values come from trusted jobs (pack code only),
+  cached per exercise and pack version (``TrustedRun``).
+- Comparison, per-blank judgement and misconception matching happen here, in the caller's process,
+  on decoded values; a check's ``expect`` predicate runs in a trusted job on the decoded values.
+- Only the exercise's own case names are accepted from a job, each with a value or an error.
 
 The verdict is a plain dict (the JSON of ``alignlings check --json`` and of the web API):
 ``exercise``, ``passed``, ``blanks`` (in blank order: ``index``, ``name``, ``fill``, ``passed``,
-``message``, ``misconception``, ``diff``), ``cases`` (``name``, ``kind``, ``passed``, ``message``),
-``error`` (None or ``kind`` + ``message``), ``isolation``, ``stdout``, ``seconds``.
+``message``, ``misconception``, ``diff``), ``cases`` (``name``, ``label``, ``kind``, ``passed``,
+``message``), ``error`` (None or ``kind`` + ``message``), ``isolation``, ``stdout``, ``seconds``.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
+import json
+import os
 import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from alignlings.practice import blanks as bl
+from alignlings.practice import values as vals
 from alignlings.practice.feedback import describe_case, msg
 from alignlings.practice.pack import Exercise, Pack, PackError, load_pack
 
-RUNNER = "alignlings.practice.runner:grade_job"
+RUN_CASES = "alignlings.practice.casejob:run_cases"
+RUN_TRUSTED = "alignlings.practice.casejob:run_trusted"
+JUDGE_PREDICATES = "alignlings.practice.casejob:judge_predicates"
+CACHE_FORMAT = 1
+
 
 def _same_code(a: str, b: str) -> bool:
     try:
@@ -38,29 +62,135 @@ class Submission:
     fills: dict[int, str | None]
 
 
+class GradingError(RuntimeError):
+    """The exercise itself is broken (its reference fails a case, or its check.py does not load)."""
+
+
+@dataclass
+class CaseResult:
+    """One case of one module, decoded: a value, or the error it raised."""
+
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass
+class TrustedRun:
+    """What pack code alone produced for one exercise: case metadata, the reference's values, and
+    each misconception's results on the per-blank cases."""
+
+    meta: list[dict]
+    expected: dict[str, CaseResult]
+    misconceptions: dict[str, dict[str, CaseResult] | None] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [m["name"] for m in self.meta]
+
+    def blank_cases(self) -> list[dict]:
+        return [m for m in self.meta if m["scope"] == "all"]
+
+
+def _decode_cases(raw: Any, names: list[str]) -> tuple[dict[str, CaseResult], str | None]:
+    """A job's case results, accepted only in the expected form and only for the expected names."""
+    if not isinstance(raw, dict) or set(raw) != set(names):
+        got = sorted(map(str, raw)) if isinstance(raw, dict) else type(raw).__name__
+        return {}, f"the run reported cases {got}, not the exercise's own {sorted(names)}"
+    out = {}
+    for name in names:
+        item = raw[name]
+        if isinstance(item, dict) and set(item) == {"error"} and isinstance(item["error"], str):
+            out[name] = CaseResult(error=item["error"][:4000])
+        elif isinstance(item, dict) and set(item) == {"value"}:
+            try:
+                out[name] = CaseResult(value=vals.decode(item["value"]))
+            except vals.DecodeError as exc:
+                return {}, f"case {name!r} came back in an unreadable form ({exc})"
+        else:
+            return {}, f"case {name!r} came back in an unexpected form"
+    return out, None
+
+
+def _same_behaviour(a: dict[str, CaseResult], b: dict[str, CaseResult], names: list[str]) -> bool:
+    """Two modules behave alike when every case errors alike or returns matching values."""
+    for name in names:
+        ra, rb = a[name], b[name]
+        if (ra.error is None) != (rb.error is None):
+            return False
+        if ra.error is not None:
+            if ra.error.split(":")[0] != rb.error.split(":")[0]:
+                return False
+            continue
+        if vals.compare(rb.value, ra.value, rtol=1e-4, atol=1e-5, equal_nan=True) is not None:
+            return False
+    return True
+
+
+def _cache_dir() -> Path:
+    home = os.environ.get("ALIGNLINGS_HOME")
+    if home:
+        return Path(home) / "cache" / "expected"
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("alignlings")) / "expected"
+
+
+_torch_version: str | None = None
+
+
+def _versions() -> str:
+    global _torch_version
+    if _torch_version is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _torch_version = version("torch")
+        except PackageNotFoundError:
+            _torch_version = "?"
+    from alignlings import __version__
+    from alignlings.practice.sandbox import job_tree
+
+    # the job tree's name carries the hash of the job-side code that produced the values
+    return f"{CACHE_FORMAT}/{__version__}/{_torch_version}/{os.path.basename(job_tree())}"
+
+
+class _SessionState(threading.local):
+    server: Any = None  # this thread's per-check fork server, if any
+
+
 class Grader:
     """Grades submissions for one pack. ``warm=True`` keeps a fork server with torch imported
-    (watch mode, the web app); otherwise each check starts a fresh sandboxed process."""
+    (watch mode, the web app); otherwise each check starts fresh sandboxed processes."""
 
-    def __init__(self, pack: Pack | None = None, *, warm: bool = False, isolation: str = "auto"):
+    def __init__(self, pack: Pack | None = None, *, warm: bool = False, isolation: str = "auto",
+                 cache: bool = True):
         self.pack = pack or load_pack()
         self.isolation = isolation
+        self._cache = cache
         self._warm = None
         self._lock = threading.Lock()
+        self._trusted: dict[str, tuple[str, TrustedRun]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
+                                        thread_name_prefix="alignlings-grade")
+        self._session_state = _SessionState()
         if warm:
-            from alignlings.practice.sandbox import WarmSandbox
+            self._warm = self._fork_server(list(self.pack))
 
-            # exercise.toml may name heavy modules its checks import (e.g. transformers): the fork
-            # server imports them once instead of every job
-            preload = ["torch", "alignlings.practice.runner", "alignlings.practice.runner:warm_up"]
-            for ex in self.pack:
-                preload += [m for m in ex.meta.get("preload", []) if m not in preload]
-            self._warm = WarmSandbox(preload=preload, isolation=isolation)
+    def _fork_server(self, exercises: list[Exercise]):
+        from alignlings.practice.sandbox import WarmSandbox
+
+        # exercise.toml may name heavy modules its checks import (e.g. transformers): the fork
+        # server imports them once instead of every job
+        preload = ["torch", "alignlings.practice.casejob", "alignlings.practice.casejob:warm_up"]
+        for ex in exercises:
+            preload += [m for m in ex.meta.get("preload", []) if m not in preload]
+        return WarmSandbox(preload=preload, isolation=self.isolation)
 
     def close(self) -> None:
         if self._warm is not None:
             self._warm.close()
             self._warm = None
+        self._pool.shutdown(wait=False)
 
     def __enter__(self):
         return self
@@ -85,6 +215,94 @@ class Grader:
             return Submission(code=bl.render(source, blanks, by_index), fills=by_index)
         return Submission(code=code, fills=bl.extract_fills(code, source, blanks))
 
+    # -- trusted values -----------------------------------------------------------------------
+    @staticmethod
+    def _check_source(exercise: Exercise) -> str:
+        return (Path(exercise.path) / "check.py").read_text(encoding="utf-8")
+
+    def _fingerprint(self, exercise: Exercise, check: str) -> str:
+        h = hashlib.sha256(_versions().encode())
+        for part in (exercise.id, exercise.solution_source, check,
+                     json.dumps([[m.id, m.blank, m.fill] for m in exercise.misconceptions])):
+            h.update(b"\0" + part.encode())
+        return h.hexdigest()[:24]
+
+    def trusted(self, exercise: Exercise) -> TrustedRun:
+        """The reference's values and the misconceptions' behaviour (pack code only), computed once
+        per exercise and pack version in a sandboxed job, cached in memory and on disk."""
+        check = self._check_source(exercise)
+        key = self._fingerprint(exercise, check)
+        with self._lock:
+            hit = self._trusted.get(exercise.id)
+            if hit and hit[0] == key:
+                return hit[1]
+        raw = self._read_cache(exercise, key)
+        if raw is None:
+            source, blanks = exercise.solution_source, self.blanks(exercise)
+            variants = {"reference": bl.reference(source, blanks)}
+            for m in exercise.misconceptions:
+                variants[f"m:{m.id}"] = bl.splice(source, blanks, m.blank, m.fill)
+            result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}}, exercise,
+                               trusted=True)
+            if not result.ok:
+                raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
+                                   f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
+            raw = result.value
+            run = self._parse_trusted(exercise, raw)
+            self._write_cache(exercise, key, raw)
+        else:
+            run = self._parse_trusted(exercise, raw)
+        with self._lock:
+            self._trusted[exercise.id] = (key, run)
+        return run
+
+    def _parse_trusted(self, exercise: Exercise, raw: dict) -> TrustedRun:
+        meta = raw["meta"]
+        names = [m["name"] for m in meta]
+        ref = raw["variants"]["reference"]
+        if ref["load_error"]:
+            raise GradingError(f"{exercise.id}: the reference does not load: {ref['load_error']}")
+        expected, problem = _decode_cases(ref["cases"], names)
+        if problem:
+            raise GradingError(f"{exercise.id}: {problem}")
+        by_name = {m["name"]: m for m in meta}
+        for name, r in expected.items():
+            if r.error is not None and not by_name[name]["predicate"]:
+                raise GradingError(f"the reference solution fails case {name!r}: {r.error}")
+        miscs: dict[str, dict[str, CaseResult] | None] = {}
+        for m in exercise.misconceptions:
+            res = raw["variants"].get(f"m:{m.id}")
+            if res is None or res["load_error"]:
+                miscs[m.id] = None
+                continue
+            decoded, problem = _decode_cases(res["cases"], names)
+            miscs[m.id] = None if problem else decoded
+        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs)
+
+    def _cache_file(self, exercise: Exercise, key: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in exercise.id)
+        return _cache_dir() / f"{safe}-{key}.json"
+
+    def _read_cache(self, exercise: Exercise, key: str) -> dict | None:
+        if not self._cache:
+            return None
+        try:
+            return json.loads(self._cache_file(exercise, key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def _write_cache(self, exercise: Exercise, key: str, raw: dict) -> None:
+        if not self._cache:
+            return
+        path = self._cache_file(exercise, key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(raw), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home only costs a recomputation next time
+
     # -- grading ----------------------------------------------------------------------------
     def check(self, exercise_id: str, code: str | None = None, *, fills: list[str] | None = None,
               lang: str = "en", run_main: bool = True) -> dict[str, Any]:
@@ -92,7 +310,30 @@ class Grader:
         if not exercise.is_code:
             raise PackError(f"exercise: {exercise_id!r} is a quiz; answer it with `alignlings quiz`")
         sub = self.submission(exercise, code, fills)
+        with self._session(exercise):
+            return self._check(exercise, sub, lang, run_main)
+
+    @contextlib.contextmanager
+    def _session(self, exercise: Exercise):
+        """Without a warm server, one check's jobs (the learner's file, its splices, a first trusted
+        run) share a fork server started for this check alone: torch is imported once, not per job.
+        An explicit isolation="bubblewrap" keeps one fresh bubblewrap process per job."""
+        if self._warm is not None or self.isolation in ("bubblewrap", "rlimits") or \
+                getattr(self._session_state, "server", None) is not None:
+            yield
+            return
+        server = self._fork_server([exercise])
+        self._session_state.server = server
+        try:
+            yield
+        finally:
+            self._session_state.server = None
+            server.close()
+
+    def _check(self, exercise: Exercise, sub: Submission, lang: str, run_main: bool) -> dict[str, Any]:
         source, blanks = exercise.solution_source, self.blanks(exercise)
+        started = time.perf_counter()
+        check = self._check_source(exercise)
         splices, skipped = {}, {}
         for b in blanks:
             fill = sub.fills.get(b.index)
@@ -101,96 +342,166 @@ class Grader:
             if _same_code(fill, b.answer):
                 skipped[b.index] = True  # textually the reference: no need to run it alone
             else:
-                splices[str(b.index)] = bl.splice(source, blanks, b.index, fill)
-        miscs: dict[str, list[dict]] = {}
-        for m in exercise.misconceptions:
-            if str(m.blank) in splices:
-                miscs.setdefault(str(m.blank), []).append({"id": m.id, "code": bl.splice(source, blanks, m.blank, m.fill)})
-        payload = {
-            "exercise_dir": str(exercise.path),
-            "reference": bl.reference(source, blanks),
-            "learner": sub.code,
-            "splices": splices,
-            "misconceptions": miscs,
-            "run_main": run_main,
-        }
-        started = time.perf_counter()
-        result = self._run(payload, exercise)
-        verdict = self._verdict(exercise, blanks, sub, skipped, result, lang)
+                splices[b.index] = bl.splice(source, blanks, b.index, fill)
+        trusted_future = self._pool.submit(self.trusted, exercise)
+        learner_future = self._pool.submit(self._run, RUN_CASES, {"check": check, "code": sub.code, "cases": None,
+                                                                  "run_main": run_main}, exercise)
+        trusted = trusted_future.result()
+        blank_names = [m["name"] for m in trusted.blank_cases()]
+        splice_futures = {i: self._pool.submit(self._run, RUN_CASES, {"check": check, "code": code,
+                                                                       "cases": blank_names, "run_main": False},
+                                               exercise)
+                          for i, code in splices.items()}
+        learner = learner_future.result()
+        verdict = self._judge_learner(exercise, trusted, learner, check, lang)
+        blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i)
+                          for i, f in splice_futures.items()}
+        verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
         return verdict
 
-    def behaves_like_reference(self, exercise_id: str, variants: dict[str, str]) -> dict[str, bool]:
-        """For each variant of the exercise's file (key -> full source), whether it passes every
-        case that per-blank checks use, i.e. behaves like the reference. Runs in the sandbox."""
-        exercise = self.pack.get(exercise_id)
-        source, blanks = exercise.solution_source, self.blanks(exercise)
-        payload = {"exercise_dir": str(exercise.path), "reference": bl.reference(source, blanks),
-                   "learner": None, "splices": dict(variants), "misconceptions": {}, "run_main": False}
-        result = self._run(payload, exercise)
-        if not result.ok:
-            if len(variants) == 1:
-                return {key: False for key in variants}
-            # one hostile or hanging variant must not sink the others: retry each alone
-            out: dict[str, bool] = {}
-            for key, code in variants.items():
-                out.update(self.behaves_like_reference(exercise_id, {key: code}))
-            return out
-        return {key: bool(result.value["blanks"].get(key, {}).get("passed")) for key in variants}
-
-    def _run(self, payload: dict, exercise: Exercise):
-        from alignlings.practice.sandbox import Limits, run_job
-
-        limits = Limits(wall_seconds=exercise.timeout, cpu_seconds=int(exercise.timeout * 3) + 5)
-        readable = [str(exercise.path)]  # a pack outside the installed package must stay readable
-        if self._warm is not None:
-            return self._warm.run(RUNNER, payload, limits=limits, readonly_paths=readable)
-        return run_job(RUNNER, payload, limits=limits, isolation=self.isolation, readonly_paths=readable)
-
-    def _verdict(self, exercise, blanks, sub, skipped, result, lang) -> dict[str, Any]:
+    def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str) -> dict:
         verdict: dict[str, Any] = {"exercise": exercise.id, "passed": False, "blanks": [], "cases": [],
                                    "error": None, "isolation": result.isolation, "stdout": result.stdout or ""}
-        value = result.value if result.ok else None
         if not result.ok:
             verdict["error"] = {"kind": result.error_kind or "crashed", "message": result.error_message or ""}
-        learner = (value or {}).get("learner") or {}
-        if learner.get("load_error"):
-            verdict["error"] = {"kind": "exception", "message": learner["load_error"]}
-        for r in learner.get("cases", []):
-            verdict["cases"].append({"name": r["name"], "kind": r["kind"], "passed": r["passed"],
-                                     "message": describe_case(r, lang)})
-        if value and value.get("stdout"):
-            verdict["stdout"] = value["stdout"]
-        verdict["passed"] = bool(result.ok and not learner.get("load_error") and verdict["cases"]
-                                 and all(c["passed"] for c in verdict["cases"]))
+            return verdict
+        value = result.value
+        if not isinstance(value, dict) or set(value) != {"load_error", "cases", "stdout"}:
+            verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang)}
+            return verdict
+        if value.get("stdout"):
+            verdict["stdout"] = str(value["stdout"])[:8000]
+        if value["load_error"]:
+            verdict["error"] = {"kind": "exception", "message": str(value["load_error"])[:4000]}
+            return verdict
+        got, problem = _decode_cases(value["cases"], trusted.names)
+        if problem:
+            verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
+            return verdict
+        predicate_values = {m["name"]: value["cases"][m["name"]]["value"] for m in trusted.meta
+                            if m["predicate"] and got[m["name"]].error is None}
+        judged = {}
+        if predicate_values:
+            pr = self._run(JUDGE_PREDICATES, {"check": check, "values": predicate_values}, exercise, trusted=True)
+            judged = pr.value if pr.ok and isinstance(pr.value, dict) else {
+                n: [False, f"the check could not judge this value: {pr.error_message}"] for n in predicate_values}
+        for m in trusted.meta:
+            r = self._case_result(m, got[m["name"]], trusted.expected[m["name"]], judged.get(m["name"]))
+            verdict["cases"].append({"name": m["name"], "label": m.get("label") or {}, "kind": m["kind"],
+                                     "passed": r["passed"], "message": describe_case(r, lang)})
+        verdict["passed"] = bool(verdict["cases"]) and all(c["passed"] for c in verdict["cases"])
+        return verdict
+
+    @staticmethod
+    def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None) -> dict:
+        result: dict[str, Any] = {"name": meta["name"], "label": meta.get("label") or {}, "kind": meta["kind"],
+                                  "passed": False, "error": got.error, "diff": None, "detail": None,
+                                  "note": meta.get("note") or None}
+        if got.error is not None:
+            return result
+        if meta["predicate"]:
+            passed, detail = (judged or [False, "not judged"])[:2]
+            return result | {"passed": bool(passed), "detail": detail}
+        diff = vals.compare(expected.value, got.value, rtol=meta["rtol"], atol=meta["atol"])
+        return result | {"passed": diff is None, "diff": diff}
+
+    def _judge_splice(self, exercise: Exercise, trusted: TrustedRun, result, names: list[str],
+                      blank: int) -> dict:
+        """One blank's verdict from its splice's values: passed, or the first failing case and the
+        misconception (of this blank) whose known behaviour it matches."""
+        verdict: dict[str, Any] = {"passed": False, "load_error": None, "misconception": None,
+                                   "failed_case": None, "error": None}
+        if not result.ok:
+            verdict["error"] = result.error_kind or "crashed"
+            return verdict
+        value = result.value
+        if not isinstance(value, dict) or value.get("load_error"):
+            verdict["load_error"] = str((value or {}).get("load_error") or "the run failed")[:4000] \
+                if isinstance(value, dict) else "the run reported nothing readable"
+            return verdict
+        got, problem = _decode_cases(value.get("cases"), names)
+        if problem:
+            verdict["error"] = "forbidden"
+            return verdict
+        meta = {m["name"]: m for m in trusted.meta}
+        for name in names:
+            r = self._case_result(meta[name], got[name], trusted.expected[name], None)
+            if not r["passed"]:
+                verdict["failed_case"] = r
+                break
+        if verdict["failed_case"] is None:
+            verdict["passed"] = True
+            return verdict
+        for m in exercise.misconceptions:
+            behaviour = trusted.misconceptions.get(m.id)
+            if m.blank == blank and behaviour is not None and _same_behaviour(got, behaviour, names):
+                verdict["misconception"] = m.id
+                break
+        return verdict
+
+    def _blank_entries(self, exercise: Exercise, blanks, sub: Submission, skipped: dict, results: dict,
+                       verdict: dict, lang: str) -> list[dict]:
         miscs = {m.id: m for m in exercise.misconceptions}
+        entries = []
         for b in blanks:
             fill = sub.fills.get(b.index)
             entry = {"index": b.index, "name": b.name, "fill": fill, "passed": False, "message": "",
                      "misconception": None, "diff": None}
-            blank_result = (value or {}).get("blanks", {}).get(str(b.index))
+            res = results.get(b.index)
             if fill is None:
                 entry.update(passed=None, message=msg("not_found", lang))
             elif fill == bl.PLACEHOLDER:
                 entry["message"] = msg("empty", lang)
             elif skipped.get(b.index):
                 entry.update(passed=True, message=msg("correct", lang))
-            elif blank_result is None:
-                reason = (verdict["error"] or {}).get("kind", "error")
+            elif res is None or res["error"]:
+                reason = (res or {}).get("error") or (verdict["error"] or {}).get("kind", "error")
                 entry.update(passed=None, message=msg("not_checked", lang, reason=reason))
-            elif blank_result["passed"]:
+            elif res["passed"]:
                 entry.update(passed=True, message=msg("correct", lang))
-            elif blank_result.get("load_error"):
-                entry["message"] = msg("load_error", lang, error=blank_result["load_error"].splitlines()[0])
-            elif blank_result.get("misconception") in miscs:
-                m = miscs[blank_result["misconception"]]
+            elif res["load_error"]:
+                entry["message"] = msg("load_error", lang, error=res["load_error"].splitlines()[0])
+            elif res["misconception"] in miscs:
+                m = miscs[res["misconception"]]
                 entry.update(misconception=m.id, message=m.feedback.get(lang) or m.feedback.get("en", ""))
-                entry["diff"] = (blank_result.get("failed_case") or {}).get("diff")
+                entry["diff"] = (res.get("failed_case") or {}).get("diff")
             else:
-                failed = blank_result.get("failed_case") or {}
+                failed = res.get("failed_case") or {}
                 entry.update(message=describe_case(failed, lang) if failed else "", diff=failed.get("diff"))
-            verdict["blanks"].append(entry)
-        return verdict
+            entries.append(entry)
+        return entries
+
+    def behaves_like_reference(self, exercise_id: str, variants: dict[str, str]) -> dict[str, bool]:
+        """For each variant of the exercise's file (key -> full source; untrusted, e.g. a cloze
+        answer), whether it passes every case that per-blank checks use, i.e. behaves like the
+        reference. Each variant runs in a job of its own; the comparison happens here."""
+        exercise = self.pack.get(exercise_id)
+        with self._session(exercise):
+            return self._behaves(exercise, variants)
+
+    def _behaves(self, exercise: Exercise, variants: dict[str, str]) -> dict[str, bool]:
+        trusted = self.trusted(exercise)
+        check = self._check_source(exercise)
+        names = [m["name"] for m in trusted.blank_cases()]
+        futures = {key: self._pool.submit(self._run, RUN_CASES, {"check": check, "code": code, "cases": names,
+                                                                  "run_main": False}, exercise)
+                   for key, code in variants.items()}
+        out = {}
+        for key, fut in futures.items():
+            res = self._judge_splice(exercise, trusted, fut.result(), names, blank=-1)
+            out[key] = bool(res["passed"])
+        return out
+
+    def _run(self, target: str, payload: dict, exercise: Exercise, *, trusted: bool = False):
+        from alignlings.practice.sandbox import Limits, run_job
+
+        wall = exercise.timeout * (3 if trusted else 1)  # the trusted run does every variant at once
+        limits = Limits(wall_seconds=wall, cpu_seconds=int(wall * 3) + 5)
+        server = self._warm or self._session_state.server
+        if server is not None:
+            return server.run(target, payload, limits=limits)
+        return run_job(target, payload, limits=limits, isolation=self.isolation)
 
 
 def template_for(exercise: Exercise, lang: str = "en") -> str:

@@ -90,6 +90,10 @@ class Limits:
     """Largest file the job may write (RLIMIT_FSIZE); also the size of its private /tmp."""
     open_files: int = 256
     """Open file descriptors (RLIMIT_NOFILE)."""
+    disk_bytes: int = 64 * 2**20
+    """Everything the job may write to its work dir together: where namespaces apply, the work dir
+    is a tmpfs of this size (writing past it fails with ENOSPC); without them only
+    file_size_bytes per file holds."""
     processes: int = 1
     """Processes the job may have, itself included. 1: it may start no process or program (Python
     guards raise first with a plain message, then a seccomp filter kills it: "forbidden"). N > 1:
@@ -101,7 +105,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("wall_seconds", "cpu_seconds", "memory_bytes", "file_size_bytes", "open_files",
-                     "processes", "output_bytes"):
+                     "disk_bytes", "processes", "output_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Limits.{name}: expected a positive number, got {getattr(self, name)!r}")
 
@@ -141,13 +145,11 @@ _MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEX
 # Syscall numbers: the seccomp filter matches on them, and glibc wraps neither pivot_root nor seccomp.
 _ARCHES = {
     "x86_64": {"audit": 0xC000003E, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59,
-               "execveat": 322, "seccomp": 317, "pivot_root": 155, "x32": True},
+               "execveat": 322, "seccomp": 317, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True},
     "aarch64": {"audit": 0xC00000B7, "fork": None, "vfork": None, "clone": 220, "clone3": 435, "execve": 221,
-                "execveat": 281, "seccomp": 277, "pivot_root": 41, "x32": False},
+                "execveat": 281, "seccomp": 277, "pivot_root": 41, "unshare": 97, "setns": 268, "x32": False},
 }
 _ARCH = _ARCHES.get(platform.machine())
-_OPEN_TREE, _MOVE_MOUNT = 428, 429  # the same on every architecture (new syscalls share numbers)
-_OPEN_TREE_CLONE, _MOVE_MOUNT_F_EMPTY_PATH = 1, 4
 
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -200,9 +202,11 @@ class _SockFprog(ctypes.Structure):
 def _seccomp_program(arch: dict) -> list[tuple[int, int, int, int]]:
     """A classic-BPF filter: kill the process on fork, vfork, execve(at) and on clone without
     CLONE_THREAD; clone3 answers ENOSYS (its flags sit behind a pointer BPF cannot read), which
-    makes glibc fall back to clone for threads, so threads keep working."""
+    makes glibc fall back to clone for threads, so threads keep working; unshare and setns answer
+    EPERM (no new user, mount or network namespace from inside a job)."""
     ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     kill, allow, enosys = 0x80000000, 0x7FFF0000, 0x00050000 | errno.ENOSYS  # RET_KILL_PROCESS, ALLOW, ERRNO
+    eperm = 0x00050000 | errno.EPERM
     prog = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch["audit"]), (ret, 0, 0, kill), (ld_abs, 0, 0, 0)]
     if arch["x32"]:  # x32 syscalls alias the x86_64 numbers with this bit set
         prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]
@@ -210,6 +214,8 @@ def _seccomp_program(arch: dict) -> list[tuple[int, int, int, int]]:
         if arch[name] is not None:
             prog += [(jeq, 0, 1, arch[name]), (ret, 0, 0, kill)]
     prog += [(jeq, 0, 1, arch["clone3"]), (ret, 0, 0, enosys)]
+    for name in ("unshare", "setns"):
+        prog += [(jeq, 0, 1, arch[name]), (ret, 0, 0, eperm)]
     prog += [(jeq, 0, 2, arch["clone"]),  # not clone: allow
              (ld_abs, 0, 0, 16),  # low 32 bits of args[0], the flags (little-endian)
              (jset, 0, 1, CLONE_THREAD),
@@ -236,11 +242,81 @@ def _src_root() -> str:
     return str(Path(__file__).resolve().parents[2])  # .../src, the directory holding `alignlings`
 
 
+def _package_dir() -> str:
+    """The real alignlings package (in a job tree's copy of this module, the one it was made from)."""
+    real = getattr(sys.modules.get("alignlings"), "_REAL_PACKAGE", None)
+    return real or str(Path(__file__).resolve().parents[1])  # .../alignlings
+
+
+JOB_MODULES = ("practice/sandbox.py", "practice/checks.py", "practice/values.py", "practice/casejob.py")
+"""All of alignlings a job can import: the job side of the sandbox and of grading. The library (whose
+losses are the exercises' answers), the packs (solutions, misconceptions) and the grader are not."""
+
+_job_tree_path: str | None = None
+_job_tree_lock = threading.Lock()
+
+
+def job_tree() -> str:
+    """A directory holding a minimal ``alignlings`` package made of ``JOB_MODULES``: what jobs import.
+
+    Built once per content (a hash in its name) under the user's cache directory, world-readable
+    (jobs run as a uid of their own), never under /tmp (each job gets a fresh /tmp)."""
+    global _job_tree_path
+    with _job_tree_lock:
+        if _job_tree_path is not None and os.path.isdir(_job_tree_path):
+            return _job_tree_path
+        import hashlib
+
+        pkg = _package_dir()
+        header = f'"""The part of alignlings a sandboxed job may import."""\n_REAL_PACKAGE = {pkg!r}\n'
+        files = {"alignlings/__init__.py": header.encode(),
+                 "alignlings/practice/__init__.py": b""}
+        for rel in JOB_MODULES:
+            with open(os.path.join(pkg, rel), "rb") as f:
+                files["alignlings/" + rel] = f.read()
+        digest = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in sorted(files.items()))).hexdigest()[:16]
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        top = os.path.join(cache, "alignlings")
+        if _under(os.path.realpath(top), ["/tmp"]):
+            top = os.path.join("/var/tmp", f"alignlings-{os.geteuid()}")
+        path = os.path.join(os.path.realpath(top), f"jobtree-{digest}")
+        if not os.path.isdir(path):
+            os.makedirs(top, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix="jobtree-", dir=top)
+            for rel, data in files.items():
+                target = os.path.join(staging, rel)
+                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                with open(target, "wb") as f:
+                    f.write(data)
+                os.chmod(target, 0o644)
+            for dirpath, _, _ in os.walk(staging):
+                os.chmod(dirpath, 0o755)
+            try:
+                os.rename(staging, path)
+            except OSError:  # another process made it first
+                shutil.rmtree(staging, ignore_errors=True)
+        _job_tree_path = path
+        return path
+
+
 def _python_path(extra: Sequence[str] = ()) -> list[str]:
-    """The job's import path: extras first, then alignlings, then whatever the caller can import."""
-    paths = [os.path.realpath(p) for p in extra] + [_src_root()]
-    paths += [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p) and p != "/"]
+    """The job's import path: the job tree first (its ``alignlings`` shadows the real one), then
+    extras, then whatever the caller can import except the directory holding the real package."""
+    hidden = {_src_root()}
+    tmp = os.path.realpath(tempfile.gettempdir())
+    paths = [job_tree()] + [os.path.realpath(p) for p in extra]
+    # not the real package's folder, nor a folder holding the temp dir (a script run from /tmp puts
+    # /tmp on sys.path: bound read-only, it would hide the job's own work dir)
+    paths += [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p) and p != "/"
+              and os.path.realpath(p) not in hidden and not _under(tmp, [os.path.realpath(p)])]
     return list(dict.fromkeys(paths))
+
+
+def _masks(binds: Sequence[str]) -> list[str]:
+    """Directories hidden under an empty read-only tmpfs: the real alignlings package, wherever an
+    import path bound for the job (site-packages, for a non-editable install) would show it."""
+    pkg = os.path.realpath(_package_dir())
+    return [pkg] if _under(pkg, binds) else []
 
 
 def _job_env(workdir: str, python_path: Sequence[str]) -> dict[str, str]:
@@ -419,6 +495,7 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
         prepare()
         workdir = req["workdir"]
         os.chdir(workdir)
+        _write_job_files(workdir, req.get("files") or {})
         os.environ.clear()
         os.environ.update(req["env"])
         for p in reversed([workdir, *req["python_path"]]):
@@ -734,19 +811,16 @@ class _JobDir:
     path builds the job's file system). Deleted afterwards, whatever the job left there."""
 
     def __init__(self, files: dict[str, str] | None):
-        self.base = os.path.realpath(tempfile.mkdtemp(prefix="alignlings-job-"))
+        for name in files or {}:
+            if not isinstance(name, str) or os.path.isabs(name) or os.path.normpath(name).startswith(".."):
+                raise ValueError(f"workdir_files: {name!r} is not a relative path inside the work dir")
+        self.files = dict(files or {})
+        _clean_stale_dirs()
+        self.base = os.path.realpath(tempfile.mkdtemp(prefix=f"alignlings-job-{os.getpid()}-"))
         self.work = os.path.join(self.base, "work")
         self.root = os.path.join(self.base, "root")
         os.mkdir(self.work, 0o700)
         os.mkdir(self.root, 0o700)
-        for name, text in (files or {}).items():
-            path = os.path.normpath(os.path.join(self.work, name))
-            if os.path.isabs(name) or not path.startswith(self.work + os.sep):
-                self.close()
-                raise ValueError(f"workdir_files: {name!r} is not a relative path inside the work dir")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
 
     def close(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
@@ -756,6 +830,51 @@ class _JobDir:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_STALE_PATTERN = re.compile(r"^alignlings-(?:job|sandbox)-(\d+)-")
+_stale_cleaned = False
+
+
+def _clean_stale_dirs() -> None:
+    """Once per process: remove job and socket dirs left behind by an alignlings process that was
+    killed (the pid in their name is gone), so a crashed server does not leak disk."""
+    global _stale_cleaned
+    if _stale_cleaned:
+        return
+    _stale_cleaned = True
+    top = tempfile.gettempdir()
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return
+    for name in names:
+        m = _STALE_PATTERN.match(name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # its owner still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # someone else's live process
+        path = os.path.join(top, name)
+        try:
+            if os.stat(path).st_uid == os.geteuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _write_job_files(workdir: str, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = os.path.normpath(os.path.join(workdir, name))
+        if not path.startswith(workdir.rstrip("/") + "/"):
+            continue  # validated by the caller already
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def _check_call(target: str, payload: dict) -> None:
@@ -772,7 +891,7 @@ def _check_call(target: str, payload: dict) -> None:
 def _job_request(target: str, payload: dict, limits: Limits, jd: _JobDir, python_path: list[str]) -> dict:
     return {"target": target, "payload": payload, "limits": dataclasses.asdict(limits), "workdir": jd.work,
             "root": jd.root, "python_path": python_path, "env": _job_env(jd.work, python_path), "uid": None,
-            "namespaces": False}
+            "namespaces": False, "files": jd.files}
 
 
 # -- cold path: a fresh interpreter per job, inside bubblewrap where it works ---------------------------
@@ -797,9 +916,15 @@ def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str],
             cmd += ["--perms", "0755", "--dir", path]
     for path in binds:
         cmd += ["--ro-bind", path, path]
+    for path in _masks(binds):
+        cmd += ["--tmpfs", path, "--remount-ro", path]
     for link, target in links:
         cmd += ["--symlink", target, link]
-    cmd += ["--bind", jd.work, jd.work, "--chdir", jd.work, "--", sys.executable, "-c", _COLD_CODE, str(result_fd)]
+    if _bwrap_has_size(bwrap):  # the work dir: a tmpfs capped at disk_bytes, not the host's disk
+        cmd += ["--perms", "0755", "--size", str(limits.disk_bytes), "--tmpfs", jd.work]
+    else:
+        cmd += ["--bind", jd.work, jd.work]
+    cmd += ["--chdir", jd.work, "--", sys.executable, "-c", _COLD_CODE, str(result_fd)]
     return cmd
 
 
@@ -978,6 +1103,8 @@ def _populate_root(root: str, binds: Sequence[str], links: Sequence[tuple[str, s
     for path in binds:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, MS_BIND | MS_REC)
+    for path in _masks(binds):
+        _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "mode=0755,size=4k")
     os.makedirs(root + "/dev/shm")
     for name in _DEVICES:
         open(f"{root}/dev/{name}", "w").close()
@@ -1061,21 +1188,12 @@ def _join_template(req: dict, limits: Limits) -> bool:
         return False
     if _visible_paths(req["python_path"], req.get("readonly_paths", ())) != (_template["binds"], _template["links"]):
         return False
-    # the work dir goes in as a detached copy of its mount: bind mounts cannot cross namespaces
-    tree = _libc.syscall(_OPEN_TREE, -100, os.fsencode(work), _OPEN_TREE_CLONE | os.O_CLOEXEC)
-    if tree < 0:
-        return False
-    try:
-        if _libc.setns(_template["fd"], CLONE_NEWNS) != 0:  # also moves our root and cwd there
-            raise _oserror("setns into the template")
-        _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
-        _mount_job_parts(limits)
-        os.makedirs(work)
-        if _libc.syscall(_MOVE_MOUNT, tree, b"", -100, os.fsencode(work), _MOVE_MOUNT_F_EMPTY_PATH) != 0:
-            raise _oserror("move_mount the work dir")
-        _mount(None, work, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
-    finally:
-        os.close(tree)
+    if _libc.setns(_template["fd"], CLONE_NEWNS) != 0:  # also moves our root and cwd there
+        raise _oserror("setns into the template")
+    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    _mount_job_parts(limits)
+    os.makedirs(work)  # inside the job's fresh /tmp; the work dir itself: a tmpfs capped at disk_bytes
+    _mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={limits.disk_bytes}")
     return True
 
 
@@ -1100,8 +1218,7 @@ def _enter_namespaces(req: dict) -> None:
     _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={limits.file_size_bytes}")
     _populate_root(root, binds, links)
     os.makedirs(root + work, exist_ok=True)
-    _mount(work, root + work, None, MS_BIND)
-    _mount(None, root + work, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    _mount("tmpfs", root + work, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={limits.disk_bytes}")
     os.chdir(root)
     _pivot_root_here()
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only this pid namespace
@@ -1144,9 +1261,25 @@ def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Se
     return pid
 
 
+def _read_payload(fd: int) -> Any:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
 def _become_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Sequence[int]) -> None:
-    """In the forked child: drop what belongs to the server, wire up stdio, then run the job."""
+    """In the forked child: drop what belongs to the server, wire up stdio, then run the job.
+
+    The payload (learner or reference code) is read here, from a pipe only this child holds: the
+    fork server never reads one, so no job inherits another job's code or values in its memory."""
     try:
+        if req.get("payload_fd") is not None:
+            req["payload"] = _read_payload(req.pop("payload_fd"))
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in close_fds:
@@ -1285,10 +1418,11 @@ def _start_job(conn: socket.socket, namespaces: bool, close_fds: list[int]) -> i
     conn.settimeout(10)
     fds: list[int] = []
     try:
-        req, fds = _recv_frame_with_fds(conn, 2)
-        if len(fds) != 2 or not isinstance(req, dict):
-            raise ValueError("expected a request with two descriptors")
-        out_w, res_w = fds
+        req, fds = _recv_frame_with_fds(conn, 3)
+        if len(fds) != 3 or not isinstance(req, dict) or req.get("payload") is not None:
+            raise ValueError("expected a request without its payload, and three descriptors")
+        out_w, res_w, pay_r = fds
+        req["payload_fd"] = pay_r
         pid = _fork_job(req, out_w, res_w, namespaces, close_fds)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         try:
@@ -1330,6 +1464,15 @@ def _reap(jobs: dict[int, socket.socket]) -> None:
             except OSError:
                 pass
             conn.close()
+
+
+def _write_and_close(fd: int, data: bytes) -> None:
+    try:
+        _write_all(fd, data)
+    except OSError:  # the job died before reading it all
+        pass
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -1386,7 +1529,8 @@ class WarmSandbox:
 
     # -- the server's life ------------------------------------------------------------------
     def _start(self) -> _Server:
-        socket_dir = tempfile.mkdtemp(prefix="alignlings-sandbox-")
+        _clean_stale_dirs()
+        socket_dir = tempfile.mkdtemp(prefix=f"alignlings-sandbox-{os.getpid()}-")
         env = _job_env("/", self._python_path)  # the server's environ is what every job inherits
         env["TMPDIR"] = tempfile.gettempdir()
         code = "from alignlings.practice.sandbox import _serve_main; _serve_main()"
@@ -1477,20 +1621,27 @@ class WarmSandbox:
         isolation = self.isolation_for(limits)
         out_r, out_w = os.pipe()
         res_r, res_w = os.pipe()
+        pay_r, pay_w = os.pipe()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         pidfd = None
+        writer = None
         try:
             try:
                 conn.settimeout(30)
                 conn.connect(server.socket_path)
-                body = json.dumps(req).encode()
-                socket.send_fds(conn, [struct.pack(">I", len(body))], [out_w, res_w])
+                body = json.dumps({**req, "payload": None}).encode()
+                socket.send_fds(conn, [struct.pack(">I", len(body))], [out_w, res_w, pay_r])
                 conn.sendall(body)
             except OSError:
+                os.close(pay_w)
                 return None
             finally:
                 os.close(out_w)
                 os.close(res_w)
+                os.close(pay_r)
+            writer = threading.Thread(target=_write_and_close, args=(pay_w, json.dumps(req["payload"]).encode()),
+                                      daemon=True)
+            writer.start()
             try:
                 frame, fds = _recv_frame_with_fds(conn, 1)
                 pidfd = fds[0] if fds else None

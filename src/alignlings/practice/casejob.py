@@ -1,0 +1,154 @@
+"""What runs inside a grading job: load a module from source, run an exercise's cases, return values.
+
+Three job functions, each run in a sandboxed process of its own (``alignlings.practice.sandbox``):
+
+- ``run_cases``: one module (the learner's file, or the reference with one learner fill spliced in)
+  against the exercise's cases. It returns each case's *value* (``values.encode``) or its error,
+  nothing else: the process holds no expected values, no comparison and, for a learner's file, no
+  reference code. Whatever the code does in here, it can only change the values it reports.
+- ``run_trusted``: the reference and the pack's known wrong variants (misconceptions) in one
+  process, with each case's metadata. Only pack code runs here; the grader caches the result.
+- ``judge_predicates``: a case's ``expect`` predicate (e.g. "P(a) >= 0.7 after training") applied
+  to values a learner job reported, decoded from the plain wire format; no learner code runs here.
+
+This module, ``values`` and ``checks`` are all of alignlings a job can import (see
+``sandbox.job_tree``): the library, the packs and the solutions are not visible to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import traceback
+import types
+from typing import Any
+
+from alignlings.practice import values
+
+STDOUT_CAP = 8000
+
+
+class _CappedIO(io.StringIO):
+    def write(self, s):
+        if self.tell() < STDOUT_CAP:
+            super().write(s[: STDOUT_CAP - self.tell()])
+        return len(s)
+
+
+def _tail(exc: BaseException, filename: str = "exercise.py", limit: int = 6) -> str:
+    """The traceback lines that point into the module's file, plus the error itself."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    lines = [f"  line {f.lineno}: {f.line}" for f in frames[-limit:] if f.line]
+    head = f"{type(exc).__name__}: {exc}"
+    return "\n".join([head, *lines]) if lines else head
+
+
+def load_module(code: str, name: str = "exercise", *, main: bool = False) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = "exercise.py"
+    if main:
+        module.__name__ = "__main__"
+    exec(compile(code, "exercise.py", "exec"), module.__dict__)  # noqa: S102 - this is the sandbox
+    return module
+
+
+def load_cases(check_source: str) -> list:
+    """The exercise's cases, from check.py's source (the pack folder itself is not visible here)."""
+    module = types.ModuleType("_alignlings_check")
+    module.__file__ = "check.py"
+    exec(compile(check_source, "check.py", "exec"), module.__dict__)  # noqa: S102 - pack code
+    return list(module.cases())
+
+
+def case_meta(case) -> dict:
+    return {"name": case.name, "kind": case.kind, "note": dict(case.note or {}), "label": dict(case.label or {}),
+            "rtol": case.rtol, "atol": case.atol, "scope": case.scope, "predicate": case.expect is not None}
+
+
+def _run_one(case, module) -> dict:
+    try:
+        with contextlib.redirect_stdout(_CappedIO()):
+            value = case.run(module)
+        return {"value": values.encode(value)}
+    except Exception as exc:  # noqa: BLE001 - module code may raise anything
+        return {"error": _tail(exc)}
+
+
+def _evaluate(cases: list, code: str) -> dict:
+    try:
+        with contextlib.redirect_stdout(_CappedIO()):
+            module = load_module(code)
+    except BaseException as exc:  # noqa: BLE001 - SyntaxError, NameError at import, SystemExit...
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return {"load_error": _tail(exc), "cases": {}}
+    return {"load_error": None, "cases": {c.name: _run_one(c, module) for c in cases}}
+
+
+def _select(cases: list, names: list[str] | None) -> list:
+    if names is None:
+        return cases
+    wanted = set(names)
+    return [c for c in cases if c.name in wanted]
+
+
+def run_cases(payload: dict) -> dict:
+    """payload: ``check`` (check.py source), ``code`` (the module), ``cases`` (names to run, or None
+    for all), ``run_main`` (also run the file as __main__ and capture what it prints)."""
+    cases = _select(load_cases(payload["check"]), payload.get("cases"))
+    out = _evaluate(cases, payload["code"])
+    out["stdout"] = None
+    if payload.get("run_main") and out["load_error"] is None:
+        buf = _CappedIO()
+        try:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                load_module(payload["code"], main=True)
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            buf.write("\n" + _tail(exc))
+        out["stdout"] = buf.getvalue()
+    sys.stdout.flush()
+    return out
+
+
+def run_trusted(payload: dict) -> dict:
+    """payload: ``check``, ``variants`` {key: code} (the reference and the misconception splices),
+    ``cases`` {key: names or None}. Returns the cases' metadata and each variant's values."""
+    cases = load_cases(payload["check"])
+    names = payload.get("cases") or {}
+    return {"meta": [case_meta(c) for c in cases],
+            "variants": {key: _evaluate(_select(cases, names.get(key)), code)
+                         for key, code in payload["variants"].items()}}
+
+
+def judge_predicates(payload: dict) -> dict:
+    """payload: ``check``, ``values`` {case name: encoded value}. Returns {name: [passed, detail]}."""
+    by_name = {c.name: c for c in load_cases(payload["check"])}
+    out: dict[str, Any] = {}
+    for name, data in payload["values"].items():
+        case = by_name.get(name)
+        if case is None or case.expect is None:
+            out[name] = [False, f"no predicate for case {name!r}"]
+            continue
+        try:
+            passed, detail = case.expect(values.to_torch(values.decode(data)))
+            out[name] = [bool(passed), None if detail is None else str(detail)]
+        except Exception as exc:  # noqa: BLE001 - an odd value makes the predicate fail, not the grader
+            out[name] = [False, _tail(exc, filename="check.py")]
+    return out
+
+
+def warm_up() -> None:
+    """Called once in the warm grader's fork server: run the torch paths checks use (autograd,
+    logsigmoid, gather, Adam, numpy export) so every forked job starts with them initialised."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(4, 8, requires_grad=True)
+    y = F.logsigmoid(x).mean() + F.log_softmax(x, -1).gather(-1, torch.zeros(4, 1, dtype=torch.long)).sum()
+    y.backward()
+    opt = torch.optim.Adam([x], lr=1e-3)
+    opt.step()
+    values.encode((x.grad, y, 1.0))

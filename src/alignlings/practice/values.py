@@ -1,0 +1,256 @@
+"""Case values across the sandbox boundary: a plain wire format, and comparison on the trusted side.
+
+A job (learner code, a splice, the reference) returns each case's value *encoded*: JSON with every
+tensor as ``{"__tensor__": dtype, "shape": [...], "npy": base64}`` where ``npy`` is the bytes of
+``numpy.save`` (plain numbers, never pickled objects). The trusted side decodes with
+``allow_pickle=False``, so nothing a job returns can run code or carry behaviour (a tensor subclass
+arrives as a plain array; an object with a clever ``__eq__`` arrives as its ``repr``).
+
+``encode`` runs in jobs and imports torch lazily; ``decode`` and ``compare`` need only numpy, so the
+process that judges never has to import torch.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MAX_DEPTH = 32
+_TENSOR = "__tensor__"
+_TUPLE = "__tuple__"
+_REPR = "__repr__"
+_NONFINITE = "__float__"  # JSON has no inf/nan
+
+
+# -- job side -------------------------------------------------------------------------------------
+def encode(value: Any, depth: int = 0) -> Any:
+    """A JSON-able form of a case's value (tensors, numbers, bools, str, None, and containers)."""
+    if depth > MAX_DEPTH:
+        raise ValueError("value: nested deeper than 32 levels")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {_NONFINITE: repr(value)}
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor):
+        t = torch.Tensor.detach(value)
+        t = torch.Tensor.cpu(t)
+        dtype = str(t.dtype).replace("torch.", "")
+        if t.dtype in (torch.bfloat16, torch.float16):
+            t = torch.Tensor.float(t)
+        array = np.array(torch.Tensor.numpy(t), copy=True, order="C")  # a plain copy: no subclass survives
+        buf = io.BytesIO()
+        np.save(buf, array, allow_pickle=False)
+        return {_TENSOR: dtype, "shape": list(t.shape), "npy": base64.b64encode(buf.getvalue()).decode()}
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        return encode(float(value) if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.floating)
+                      else np.asarray(value).tolist(), depth + 1)
+    if isinstance(value, dict):
+        return {"__dict__": [[str(k), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {_TUPLE: [encode(v, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    return {_REPR: repr(value)[:200]}
+
+
+def _torch():
+    import sys
+
+    return sys.modules.get("torch")
+
+
+# -- trusted side ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorValue:
+    """A tensor as it came back from a job: its torch dtype name and a numpy array."""
+
+    dtype: str
+    array: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+
+@dataclass(frozen=True)
+class ReprValue:
+    """A value of a type cases may not return, known only by its repr."""
+
+    text: str
+
+
+class DecodeError(ValueError):
+    pass
+
+
+def decode(data: Any, depth: int = 0) -> Any:
+    """The value ``encode`` produced, from untrusted JSON: raises DecodeError on anything else."""
+    if depth > MAX_DEPTH:
+        raise DecodeError("nested deeper than 32 levels")
+    if data is None or isinstance(data, (bool, int, float, str)):
+        return data
+    if isinstance(data, list):
+        return [decode(v, depth + 1) for v in data]
+    if not isinstance(data, dict) or len(data) == 0:
+        raise DecodeError(f"unexpected {type(data).__name__}")
+    if _TENSOR in data:
+        dtype, shape, npy = data.get(_TENSOR), data.get("shape"), data.get("npy")
+        if not isinstance(dtype, str) or not isinstance(shape, list) or not isinstance(npy, str):
+            raise DecodeError("malformed tensor")
+        try:
+            array = np.load(io.BytesIO(base64.b64decode(npy, validate=True)), allow_pickle=False)
+        except Exception as exc:  # noqa: BLE001 - any malformed bytes are the job's fault
+            raise DecodeError(f"malformed tensor data ({type(exc).__name__})") from None
+        if list(array.shape) != shape or array.dtype.kind not in "biuf":
+            raise DecodeError("tensor data does not match its header")
+        return TensorValue(dtype, array)
+    if _TUPLE in data and isinstance(data[_TUPLE], list):
+        return tuple(decode(v, depth + 1) for v in data[_TUPLE])
+    if "__dict__" in data and isinstance(data["__dict__"], list):
+        out = {}
+        for item in data["__dict__"]:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+                raise DecodeError("malformed dict")
+            out[item[0]] = decode(item[1], depth + 1)
+        return out
+    if _NONFINITE in data and data[_NONFINITE] in ("inf", "-inf", "nan"):
+        return float(data[_NONFINITE])
+    if _REPR in data and isinstance(data[_REPR], str):
+        return ReprValue(data[_REPR][:200])
+    raise DecodeError("unknown value form")
+
+
+def to_torch(value: Any) -> Any:
+    """Decoded values as torch objects (for a check's ``expect`` predicate, in a trusted job)."""
+    import torch
+
+    if isinstance(value, TensorValue):
+        t = torch.from_numpy(np.array(value.array))
+        return t.to(getattr(torch, value.dtype)) if hasattr(torch, value.dtype) else t
+    if isinstance(value, tuple):
+        return tuple(to_torch(v) for v in value)
+    if isinstance(value, list):
+        return [to_torch(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_torch(v) for k, v in value.items()}
+    if isinstance(value, ReprValue):
+        return value.text
+    return value
+
+
+def _fmt(x: float) -> float | str:
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+def _item(a: np.ndarray, idx: tuple) -> Any:
+    v = a[idx]
+    return _fmt(float(v)) if a.dtype.kind == "f" else (bool(v) if a.dtype.kind == "b" else int(v))
+
+
+def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, equal_nan: bool = False,
+            path: str = "") -> dict | None:
+    """None when ``got`` matches ``expected`` (both decoded); otherwise a JSON-able diff.
+
+    Diff keys: ``path`` (where in a nested value), ``reason`` ("type", "shape", "dtype", "value",
+    "nonfinite", "length", "keys"), and for tensors ``expected_shape``/``got_shape``,
+    ``expected_dtype``/``got_dtype``, ``shape``, ``max_abs_diff``, ``mean_abs_diff``, ``first`` (up to
+    5 of ``{"index", "expected", "got"}``); for scalars ``expected``, ``got``.
+    """
+    where = path or "value"
+    if isinstance(expected, TensorValue):
+        if not isinstance(got, TensorValue):
+            return {"path": where, "reason": "type", "expected": f"tensor {expected.shape}",
+                    "got": "tensor" if isinstance(got, TensorValue) else _type_name(got)}
+        if got.shape != expected.shape:
+            return {"path": where, "reason": "shape", "expected_shape": list(expected.shape),
+                    "got_shape": list(got.shape)}
+        if got.dtype != expected.dtype:
+            return {"path": where, "reason": "dtype", "expected_dtype": expected.dtype, "got_dtype": got.dtype}
+        e, g = expected.array, got.array
+        floating = e.dtype.kind == "f"
+        if floating:
+            e64, g64 = e.astype(np.float64), g.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                close = np.isclose(g64, e64, rtol=rtol, atol=atol, equal_nan=equal_nan)
+            bad = ~close
+        else:
+            bad = e != g
+        if not bool(bad.any()):
+            return None
+        diff: dict[str, Any] = {"path": where, "reason": "value", "shape": list(e.shape)}
+        if floating:
+            if bool((np.isfinite(e) & ~np.isfinite(g)).any()):
+                diff["reason"] = "nonfinite"
+            with np.errstate(invalid="ignore"):
+                d = np.abs(g.astype(np.float64) - e.astype(np.float64))
+            d = np.where(np.isnan(d), np.inf, d)
+            diff["max_abs_diff"] = _fmt(float(d.max()))
+            diff["mean_abs_diff"] = _fmt(float(d.mean()))
+        idx = np.argwhere(bad)[:5]
+        diff["first"] = [{"index": [int(i) for i in row], "expected": _item(e, tuple(row)),
+                          "got": _item(g, tuple(row))} for row in idx]
+        if e.ndim == 0:  # a scalar tensor: no index to show
+            diff["expected"], diff["got"] = _item(e, ()), _item(g, ())
+        return diff
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or set(got) != set(expected):
+            return {"path": where, "reason": "keys", "expected": sorted(expected),
+                    "got": sorted(got) if isinstance(got, dict) else _type_name(got)}
+        for k in expected:
+            d = compare(expected[k], got[k], rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{k!r}]")
+            if d:
+                return d
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            return {"path": where, "reason": "length", "expected": len(expected),
+                    "got": len(got) if isinstance(got, (list, tuple)) else _type_name(got)}
+        for i, (a, b) in enumerate(zip(expected, got)):
+            d = compare(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{i}]")
+            if d:
+                return d
+        return None
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return None if expected == got and type(expected) is type(got) else {
+            "path": where, "reason": "value", "expected": expected, "got": _safe(got)}
+    if isinstance(expected, (int, float)):
+        if isinstance(got, TensorValue) and got.array.size == 1:
+            got = float(got.array.reshape(()))
+        if not isinstance(got, (int, float)):
+            return {"path": where, "reason": "type", "expected": type(expected).__name__, "got": _type_name(got)}
+        if math.isnan(expected) and math.isnan(got) and equal_nan:
+            return None
+        if math.isfinite(expected) and not math.isfinite(got):
+            return {"path": where, "reason": "nonfinite", "expected": expected, "got": _fmt(float(got))}
+        if expected == got or math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
+            return None
+        return {"path": where, "reason": "value", "expected": _fmt(float(expected)), "got": _fmt(float(got)),
+                "max_abs_diff": _fmt(abs(float(got) - float(expected)))}
+    if isinstance(expected, ReprValue) or isinstance(got, ReprValue):
+        return {"path": where, "reason": "type", "expected": _type_name(expected), "got": _type_name(got)}
+    return None if expected == got else {"path": where, "reason": "value", "expected": _safe(expected),
+                                         "got": _safe(got)}
+
+
+def _type_name(x: Any) -> str:
+    if isinstance(x, TensorValue):
+        return f"tensor {x.shape}"
+    if isinstance(x, ReprValue):
+        return x.text[:60]
+    return type(x).__name__
+
+
+def _safe(x: Any) -> Any:
+    if isinstance(x, (int, float, str, bool)) or x is None:
+        return _fmt(x) if isinstance(x, float) else x
+    return _type_name(x)
