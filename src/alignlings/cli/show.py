@@ -17,11 +17,20 @@ def show(
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Show an exercise's statement (formulas in LaTeX), or its template with --code."""
+    """Show an exercise's statement (formulas in LaTeX), or its template with --code; a pack's id
+    shows the pack's introduction."""
     from alignlings.practice.grader import template_for
 
     lang = resolve_lang(lang)
-    ex = get_exercise(load(pack), exercise_id)
+    loaded = load(pack)
+    intro_of = next((p for p in loaded.packs if p.id == exercise_id and exercise_id not in loaded.exercises), None)
+    if intro_of is not None and not code:  # `show PACK`: the pack's introduction (prerequisites, formulas)
+        from rich.markdown import Markdown
+
+        console().print(f"[bold]{intro_of.title[lang]}[/]\n")
+        console().print(Markdown(intro_of.intro(lang) or intro_of.title[lang]))
+        return
+    ex = get_exercise(loaded, exercise_id)
     if code:
         if not ex.is_code:
             raise typer.BadParameter(f"{exercise_id!r} is the quiz and has no code", param_hint="--code")
