@@ -202,3 +202,138 @@ def test_watch_once(isolated):
     out = invoke("watch", "grpo-advantages", str(path), "--once")
     assert out.exit_code == 0, out.output
     assert "PASSED" in out.output
+
+
+# -- a teacher's pack: relative paths, global options, courses, messages that keep the pack -------
+
+def make_teacher_pack(root, *, include=("dpo-grpo",), requires=("dpo-grpo-fill",)):
+    """A pack 'ipo' whose dpo-loss is a copy of the built-in one (same id), in a track after the seed's."""
+    import shutil
+
+    root.mkdir(parents=True)
+    shutil.copytree(load_pack().get("dpo-loss").path, root / "dpo-loss")
+    inc = ", ".join(f'"{i}"' for i in include)
+    req = ", ".join(f'"{r}"' for r in requires)
+    (root / "pack.toml").write_text(f"""[pack]
+id = "ipo"
+title = {{ en = "IPO course", zh = "IPO 课程" }}
+include = [{inc}]
+order = ["dpo-loss"]
+
+[[track]]
+id = "ipo-basics"
+title = {{ en = "IPO basics", zh = "IPO 入门" }}
+requires = [{req}]
+exercises = ["dpo-loss"]
+""", encoding="utf-8")
+    return root
+
+
+def test_global_options_work_before_the_command(isolated):
+    zh = invoke("--lang", "zh", "list")
+    assert zh.exit_code == 0 and "未完成" in zh.output and "偏好对齐" in zh.output
+    make_teacher_pack(isolated / "ipo")
+    before = invoke("--pack", str(isolated / "ipo"), "list")
+    after = invoke("list", "--pack", str(isolated / "ipo"))
+    assert before.exit_code == 0 and "IPO course" in before.output and "ipo/dpo-loss" in before.output
+    assert before.output == after.output
+    assert "IPO course" not in invoke("list").output  # the options of one run do not leak into the next
+    assert "IPO 入门" in invoke("--lang", "zh", "--pack", str(isolated / "ipo"), "list").output
+
+
+def test_list_groups_by_pack_then_track_with_prerequisites(isolated):
+    make_teacher_pack(isolated / "ipo")
+    out = invoke("list", "--pack", str(isolated / "ipo")).output
+    at = 0
+    for text in ("Preference alignment", "DPO/GRPO fill-in", "dpo-grpo/dpo-loss", "IPO course", "IPO basics",
+                 "after: DPO/GRPO fill-in, level 2–3", "ipo/dpo-loss"):  # in this order
+        at = out.index(text, at)
+    progress = invoke("progress", "--pack", str(isolated / "ipo"))
+    assert progress.exit_code == 0 and "IPO basics" in progress.output and "0/1" in progress.output
+
+
+def test_a_relative_pack_grades_and_keeps_its_own_progress(isolated, monkeypatch):
+    make_teacher_pack(isolated / "ipo")
+    (isolated / "sub").mkdir()
+    monkeypatch.chdir(isolated / "sub")
+    started = invoke("start", "ipo/dpo-loss", "--pack", "../ipo")
+    assert started.exit_code == 0
+    assert "alignlings check ipo/dpo-loss --pack ../ipo" in " ".join(started.output.split())
+    path = isolated / "ws" / "ipo" / "dpo_loss.py"
+    assert "_____" in path.read_text()
+    ex = load_pack(isolated / "ipo").get("ipo/dpo-loss")
+    path.write_text(bl.reference(ex.solution_source, bl.find_blanks(ex.solution_source)), encoding="utf-8")
+    out = invoke("--pack", "../ipo", "check", "ipo/dpo-loss", "--json")
+    verdict = json.loads(out.output.strip().splitlines()[-1])
+    assert out.exit_code == 0 and verdict["passed"], verdict
+    from alignlings.practice.progress import ProgressStore
+
+    s = ProgressStore()
+    assert s.summary("ipo")["dpo-loss"]["solved"] and "dpo-loss" not in s.summary()
+    home = invoke("--pack", "../ipo")
+    assert "IPO course: 1/1" in home.output and "Preference alignment: DPO, GRPO and reward models: 0/" in home.output
+
+
+def test_unknown_and_ambiguous_ids_name_the_packs(isolated):
+    make_teacher_pack(isolated / "ipo")
+    unknown = invoke("show", "nope", "--pack", str(isolated / "ipo"))
+    text = " ".join(unknown.output.split())
+    assert unknown.exit_code == 2
+    assert "dpo-grpo (built-in)" in text and "ipo (" in text and "--pack DIR" in text and "include" in text
+    both = invoke("show", "dpo-loss", "--pack", str(isolated / "ipo"))
+    assert both.exit_code == 2 and "several packs" in " ".join(both.output.split())
+    assert invoke("show", "ipo/dpo-loss", "--pack", str(isolated / "ipo")).exit_code == 0
+
+
+def test_alignlings_pack_sets_the_default_course(isolated, monkeypatch):
+    import os
+
+    make_teacher_pack(isolated / "ipo", include=(), requires=())
+    (isolated / "other").mkdir()
+    (isolated / "other" / "pack.toml").write_text('[pack]\nid = "other"\ntitle = "Other"\n')
+    monkeypatch.setenv("ALIGNLINGS_PACK", os.pathsep.join([str(isolated / "ipo"), str(isolated / "other")]))
+    out = invoke("list").output
+    assert "IPO course" in out and "Other" in out and "Preference alignment" not in out
+    assert "dpo-loss" in out and "ipo/dpo-loss" not in out  # one pack has it: the plain id
+    assert "Preference alignment" in invoke("list", "--pack", "dpo-grpo").output
+    make_teacher_pack(isolated / "lone", include=())  # requires a track that no loaded pack has
+    bad = invoke("list", "--pack", str(isolated / "lone"))
+    assert bad.exit_code == 2 and "add its pack to include" in " ".join(bad.output.split())
+
+
+def test_exported_notebooks_name_the_pack(isolated, monkeypatch):
+    import nbformat
+
+    make_teacher_pack(isolated / "ipo", include=(), requires=())
+    monkeypatch.chdir(isolated)  # a relative --pack: the notebook names the absolute folder
+    out_dir = isolated / "nb"
+    assert invoke("--pack", "ipo", "export", "--out", str(out_dir)).exit_code == 0
+    nb = nbformat.read(str(out_dir / "dpo-loss.ipynb"), as_version=4)
+    call = next(c.source for c in nb.cells if "alignlings.check(" in c.source)
+    assert f"alignlings.check('dpo-loss', dpo_loss, lang='en', pack=['{isolated / 'ipo'}'])" in call
+    assert [p.name for p in out_dir.iterdir()] == ["dpo-loss.ipynb"]
+
+
+def test_hint_counter_stops_at_the_last_hint(isolated):
+    total = len(load_pack().get("dpo-loss").texts("en").hints)
+    outputs = [invoke("hint", "dpo-loss").output for _ in range(total + 2)]
+    assert f"Hint {total}/{total}" in outputs[-1] and f"Hint {total + 1}/" not in "".join(outputs)
+    from alignlings.practice.progress import ProgressStore
+
+    assert ProgressStore().summary()["dpo-loss"]["hints"] == total
+
+
+def test_terminal_report_lists_labels_and_how_many_more(isolated):
+    from rich.console import Console
+
+    from alignlings.cli.report import SHOWN_FAILURES, render_verdict
+
+    cases = [{"name": f"c{i}", "kind": "hidden", "passed": False, "message": f"case c{i} [x] differs"}
+             for i in range(SHOWN_FAILURES + 3)]
+    verdict = {"exercise": "dpo-loss", "passed": False, "blanks": [], "cases": cases, "error": None,
+               "isolation": "test"}
+    con = Console(record=True, width=200)
+    render_verdict(verdict, "en", con)
+    text = con.export_text()
+    assert text.count("[hidden]") == SHOWN_FAILURES and "case c0 [x] differs" in text
+    assert "and 3 more" in text

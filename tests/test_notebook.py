@@ -80,3 +80,23 @@ def test_every_exercise_exports_a_valid_notebook():
             nbformat.validate(nb)
             if ex.is_code:
                 assert any("alignlings.check(" in c.source for c in nb.cells)
+
+
+def test_check_in_a_course_records_under_the_exercises_pack(tmp_path, monkeypatch):
+    import shutil
+
+    from alignlings.practice.pack import load_pack
+    from alignlings.practice.progress import ProgressStore
+
+    pack = tmp_path / "ipo"
+    pack.mkdir()
+    shutil.copytree(load_pack().get("dpo-loss").path, pack / "dpo-loss")
+    (pack / "pack.toml").write_text('[pack]\nid = "ipo"\ntitle = "IPO"\ninclude = ["dpo-grpo"]\n')
+    mod = load_functions(tmp_path, "nb_course", CORRECT)
+    with pytest.raises(ValueError, match="several packs"):
+        alignlings.check("dpo-loss", mod.dpo_loss, pack=[str(pack)])
+    verdict = alignlings.check("ipo/dpo-loss", mod.dpo_loss, pack=[str(pack)])
+    assert verdict["passed"], verdict
+    assert ProgressStore().summary("ipo")["dpo-loss"]["solved"] and "dpo-loss" not in ProgressStore().summary()
+    monkeypatch.setenv("ALIGNLINGS_PACK", str(pack))  # the default course, as in the CLI
+    assert alignlings.check("ipo/dpo-loss", mod.dpo_loss)["passed"]
