@@ -250,6 +250,11 @@ class GRPOConfig(TrainerConfig):
     reward_weights: list[float] | None = None
     """Weight of each reward function in the summed reward (default None: all 1)."""
 
+    generation_backend: str = "cache"
+    """How completions are sampled (ours; TRL's choices are vLLM, paged or ``generate``): "cache"
+    (default), a lean KV-cache loop (``modeling.sample_with_cache``: same tokens as ``generate`` for the
+    same seed, without its per-step machinery), or "generate" (transformers' ``generate``)."""
+
     mask_truncated_completions: bool = False
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (default False)."""
 
@@ -286,6 +291,7 @@ class GRPOConfig(TrainerConfig):
         check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
         check_choice("loss_type", self.loss_type, GRPO_AGGREGATIONS)
         check_choice("importance_sampling_level", self.importance_sampling_level, ("token", "sequence"))
+        check_choice("generation_backend", self.generation_backend, ("cache", "generate"))
 
 
 # ---------------------------------------------------------------------------------------------

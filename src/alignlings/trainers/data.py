@@ -183,13 +183,16 @@ def left_pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[tor
     return pad(prompts, pad_id, "left"), pad([[1] * len(p) for p in prompts], 0, "left")
 
 
-def completion_mask_until_eos(completion_ids: torch.Tensor, eos_id: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask [B, C] over generated tokens up to and including the first EOS, and a [B] bool
-    "truncated" flag for rows that never produced EOS. Tokens after EOS are padding."""
+def completion_mask_until_eos(completion_ids: torch.Tensor,
+                              eos_id: int | Sequence[int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask [B, C] over generated tokens up to and including the first EOS (any of ``eos_id`` when it
+    is a list), and a [B] bool "truncated" flag for rows that never produced one. Tokens after EOS are
+    padding."""
     B, C = completion_ids.shape
-    if eos_id is None:
+    eos_ids = [] if eos_id is None else [eos_id] if isinstance(eos_id, int) else list(eos_id)
+    if not eos_ids:
         return torch.ones(B, C, dtype=torch.long, device=completion_ids.device), torch.ones(B, dtype=torch.bool)
-    is_eos = completion_ids == eos_id  # [B, C]
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))  # [B, C]
     has_eos = is_eos.any(dim=1)
     first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full((B,), C, device=completion_ids.device))
     positions = torch.arange(C, device=completion_ids.device).expand(B, C)

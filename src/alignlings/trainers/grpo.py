@@ -3,8 +3,10 @@
 Shao et al., "DeepSeekMath" (2024), with TRL 1.16's defaults (token-level "dapo" aggregation,
 beta = 0). Every ``num_iterations`` optimiser steps the trainer draws a batch of prompts and:
 
-    generate  samples G = ``num_generations`` completions per prompt with ``generate`` (temperature,
-              top-p, top-k) from left-padded prompts; the completion mask ends at the first EOS;
+    generate  samples G = ``num_generations`` completions per prompt from left-padded prompts with
+              a lean KV-cache loop (``modeling.sample_with_cache``; ``generation_backend="generate"``
+              uses transformers' ``generate``): temperature, top-p, top-k; the completion mask ends
+              at the first EOS (the tokenizer's or one the model's generation config declares);
     score     calls each reward function ``f(prompts, completions, **columns) -> list[float]``,
               sums them with ``reward_weights`` and turns them into group-relative advantages
               (``alignlings.losses.grpo.grpo_advantages``) over the whole global batch; keeps the
@@ -40,7 +42,9 @@ from alignlings.trainers.data import (
     check_columns, completion_mask_until_eos, load_rows, pad_token_id, left_pad_prompts, tokenize_prompt,
 )
 from alignlings.trainers.distributed import all_gather_cat, all_reduce_sum
-from alignlings.trainers.modeling import completion_logprobs, disable_dropout, generation_config, masked_entropy, sample
+from alignlings.trainers.modeling import (
+    completion_logprobs, disable_dropout, eos_token_ids, generation_config, masked_entropy, sample, sample_with_cache,
+)
 
 RewardFunc = Callable[..., Sequence[float | None]]
 
@@ -89,9 +93,11 @@ class GRPOTrainer(BaseTrainer):
         self.rows = dataset
         self.prompt_ids = [tokenize_prompt(processing_class, row["prompt"]) for row in self.rows]
         self.pad_id = pad_token_id(processing_class)
+        # a completion ends at the tokenizer's EOS or any EOS the model's generation config adds (TRL 1.16)
+        self.eos_ids = eos_token_ids(processing_class, self.unwrapped_model)
         self.gen_config = generation_config(
             processing_class, max_new_tokens=args.max_completion_length, temperature=args.temperature,
-            top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id,
+            top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id, eos_ids=self.eos_ids,
         )
         self.ref_model = None
         if args.beta > 0:  # only then is a reference needed (TRL loads none at beta = 0)
@@ -115,8 +121,16 @@ class GRPOTrainer(BaseTrainer):
         prompts = [self.prompt_ids[i] for i in indices for _ in range(G)]  # each prompt G times, adjacent
         prompt_ids, prompt_mask = left_pad_prompts(prompts, self.pad_id)
         prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-        completion_ids = sample(self.model, prompt_ids, prompt_mask, self.gen_config)  # [B, C]
-        until_eos, truncated = completion_mask_until_eos(completion_ids, self.tokenizer.eos_token_id)
+        args = self.args
+        if args.generation_backend == "generate":
+            completion_ids = sample(self.model, prompt_ids, prompt_mask, self.gen_config)  # [B, C]
+        else:
+            completion_ids = sample_with_cache(
+                self.model, prompt_ids, prompt_mask, max_new_tokens=args.max_completion_length,
+                temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, eos_ids=self.eos_ids,
+                pad_id=self.pad_id,
+            )
+        until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids)
         completion_ids = completion_ids.masked_fill(until_eos == 0, self.pad_id)
         completion_mask = until_eos
         if self.args.mask_truncated_completions:  # still scored, but left out of the loss

@@ -80,8 +80,19 @@ def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, temperature: float 
     return (entropy * m).sum().item(), m.sum().item()
 
 
+def eos_token_ids(tokenizer, model: torch.nn.Module | None = None) -> list[int]:
+    """The ids that end a completion: the tokenizer's EOS, then any others the model's generation
+    config declares (Llama 3's ``<|eot_id|>``, Qwen's ``<|im_end|>``), as TRL 1.16's GRPOTrainer."""
+    ids = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
+    declared = getattr(getattr(unwrap(model), "generation_config", None), "eos_token_id", None) if model is not None else None
+    for i in [declared] if isinstance(declared, int) else list(declared or []):
+        if i not in ids:
+            ids.append(int(i))
+    return ids
+
+
 def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int,
-                      pad_id: int):
+                      pad_id: int, eos_ids: list[int] | None = None):
     """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call)."""
     from transformers import GenerationConfig
 
@@ -92,7 +103,7 @@ def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top
         top_p=top_p,
         top_k=top_k if top_k > 0 else None,
         pad_token_id=pad_id,
-        eos_token_id=tokenizer.eos_token_id,
+        eos_token_id=eos_ids if eos_ids is not None else tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
     )
 
@@ -109,3 +120,84 @@ def sample(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.
         out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
     model.train(was_training)
     return out[:, prompt_ids.shape[1]:].clone()
+
+
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """[B, V] float32 scores to sample from: transformers' sampling warpers in ``generate``'s order and
+    arithmetic (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``), each applied
+    only when it is active, so a seeded draw picks the same token ``generate`` would."""
+    if temperature != 1.0:
+        logits = logits / temperature
+    if top_k:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]))[0][..., -1, None]
+        logits = logits.masked_fill(logits < kth, -float("inf"))
+    if top_p < 1.0:
+        sorted_logits, sorted_idx = torch.sort(logits, descending=False)
+        remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)
+        remove[..., -1:] = False
+        logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), -float("inf"))
+    return logits
+
+
+def _cache_forward(model, input_ids, attention_mask, positions, past):
+    kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": True}
+    if past is not None:  # transformers 5 names the cache argument ``cache``, 4.x ``past_key_values``
+        kwargs["cache" if _accepts(type(model), "cache") else "past_key_values"] = past
+    if _accepts(type(model), "position_ids"):
+        kwargs["position_ids"] = positions
+    if _accepts(type(model), "logits_to_keep"):
+        kwargs["logits_to_keep"] = 1
+    out = model(**kwargs)
+    cache = getattr(out, "cache", None)
+    return out.logits[:, -1].float(), cache if cache is not None else out.past_key_values
+
+
+def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
+                      max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                      eos_ids: list[int] | tuple[int, ...] = (), pad_id: int = 0) -> torch.Tensor:
+    """Completion ids [B, C] sampled from left-padded prompts [B, P]: a lean ``generate``.
+
+    One prefill forward over the prompts fills the model's KV cache; then each step feeds only the B
+    new tokens with their positions (``cumsum(mask) - 1``, as ``generate``) and the grown attention
+    mask, filters the last logits (``filter_logits``), draws with ``torch.multinomial`` from the
+    softmax, writes ``pad_id`` after a row's first EOS (any of ``eos_ids``), and stops when every row
+    has ended or after ``max_new_tokens``. None of ``generate``'s per-step machinery (input
+    preparation, logits-processor lists, stopping criteria, output objects) runs. Same model, same
+    inputs, same RNG state: the same tokens as ``generate`` with the equivalent ``GenerationConfig``
+    (logits in float32, one multinomial draw per step over [B, V]), up to matmul reorderings where a
+    backend computes the cached and uncached attention differently.
+
+    Runs in eval mode under inference mode; the result is copied out of inference mode.
+    """
+    model = unwrap(model)
+    was_training = model.training
+    model.eval()
+    B, P = prompt_ids.shape
+    device = prompt_ids.device
+    with torch.inference_mode():
+        mask = prompt_mask.long()
+        positions = position_ids(mask)
+        logits, past = _cache_forward(model, prompt_ids, mask, positions, None)
+        next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
+        eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
+        tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
+        unfinished = torch.ones(B, dtype=torch.long, device=device)
+        ones = torch.ones(B, 1, dtype=torch.long, device=device)
+        steps = 0
+        for t in range(max_new_tokens):
+            probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+            nxt = torch.multinomial(probs, num_samples=1).squeeze(1)
+            nxt = nxt * unfinished + pad_id * (1 - unfinished)
+            tokens[:, t] = nxt
+            steps = t + 1
+            if eos.numel():
+                unfinished = unfinished * (~torch.isin(nxt, eos)).long()
+                if not unfinished.any():
+                    break
+            if t + 1 == max_new_tokens:
+                break
+            mask = torch.cat([mask, ones], dim=1)
+            logits, past = _cache_forward(model, nxt[:, None], mask, next_pos, past)
+            next_pos = next_pos + 1
+    model.train(was_training)
+    return tokens[:, :steps].clone()
