@@ -1,22 +1,50 @@
-"""Home: the pack's exercises with progress, the next one to do, the drills and the toy run."""
+"""Home: the exercises grouped by pack and track with progress, the next one to do, the drills and the toy run."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
 from alignlings.web.app import ctx, lang_of, render_page
-from alignlings.web.progress import rows
 
 router = APIRouter()
+
+# strings of this page only (the shared ones live in alignlings.web.i18n)
+AFTER = {"en": "after: {tracks}", "zh": "先完成：{tracks}"}
+
+
+def groups(request: Request) -> list[dict]:
+    """``[{pack, title, tracks: [{id, title, requires, rows}]}]``: packs in course order, tracks in
+    order; a row is one exercise with its progress (the store keys progress by pack and id)."""
+    lang = lang_of(request)
+    pack, store = ctx(request).pack, ctx(request).store
+    summaries = {part.id: store.summary(part.id) for part in pack.packs}
+    out = []
+    for part in pack.packs:
+        tracks = []
+        for track in (t for t in pack.tracks if t.pack == part.id):
+            rows = []
+            for key in track.exercises:
+                ex = pack.exercises[key]
+                row = summaries[part.id].get(ex.id, {})
+                rows.append({"id": key, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
+                             "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
+                             "hints": int(row.get("hints", 0))})
+            needs = [pack.track(r).title.get(lang, r) for r in track.requires]
+            title = part.title if track.implicit and len(part.tracks) == 1 else track.title
+            tracks.append({"id": track.key, "title": title.get(lang, track.id), "rows": rows,
+                           "requires": AFTER[lang].format(tracks=", ".join(needs)) if needs else ""})
+        out.append({"pack": part.id, "title": part.title.get(lang, part.id), "tracks": tracks})
+    return out
 
 
 @router.get("/", include_in_schema=False)
 def home(request: Request):
     lang = lang_of(request)
-    items = rows(request)
+    grouped = groups(request)
+    items = [r for g in grouped for t in g["tracks"] for r in t["rows"]]
     nxt = next((r for r in items if not r["solved"]), None)
     pack = ctx(request).pack
-    snippets = [{"id": ex.id, "title": ex.title.get(lang, ex.id)} for ex in pack if ex.cloze]
+    snippets = [{"id": ex.key, "title": ex.title.get(lang, ex.id)} for ex in pack if ex.cloze]
     done = sum(r["solved"] for r in items)
     return render_page(request, "home.html", nav="home", title=pack.title.get(lang, pack.id), rows=items,
-                       next=nxt, snippets=snippets, done=done)
+                       groups=grouped, next=nxt, snippets=snippets, done=done)
