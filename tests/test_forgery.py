@@ -1,0 +1,275 @@
+"""A hostile learner cannot forge a pass: each submission below tries to get ``passed: true`` for
+dpo-loss without computing the loss, on the warm path (the web app's fork server), the per-check
+fork server (the CLI) and the cold bubblewrap path. Every one must fail, and the reference and a
+right answer written differently must still pass on the same grader (so the test can fail).
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import pytest
+
+from alignlings.practice.grader import Grader
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (scripts/test.sh installs it)")
+
+HEADER = "import torch\nimport torch.nn.functional as F\n"
+
+
+def _wrap(body: str) -> str:
+    """A dpo_loss whose body is ``body`` (it may use the four arguments and beta)."""
+    return HEADER + "\n\ndef dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):\n" \
+        + textwrap.indent(textwrap.dedent(body), "    ") + "\n"
+
+
+RIGHT_DIFFERENTLY = _wrap("""
+    logits = beta * ((policy_chosen_logp - policy_rejected_logp) - (ref_chosen_logp - ref_rejected_logp))
+    return F.softplus(-logits).mean()
+""")
+
+WRONG = _wrap("return torch.tensor(0.5)")
+
+FORGERIES = {
+    # patch the comparison from inside the learner's module (the old grader bound it in-process)
+    "patch compare and isclose": HEADER + textwrap.dedent("""
+        import sys
+        for name in list(sys.modules):
+            mod = sys.modules[name]
+            if name.startswith("alignlings"):
+                for attr in ("compare", "_compare", "_judge", "_same_behaviour"):
+                    if hasattr(mod, attr):
+                        setattr(mod, attr, lambda *a, **k: None)
+        torch.isclose = lambda a, b, **k: torch.ones_like(torch.as_tensor(a), dtype=torch.bool)
+        torch.allclose = lambda *a, **k: True
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            return torch.tensor(0.0)
+        """),
+    # walk up the stack to the grader's expected values or the reference's source
+    "walk frames to expected or reference": HEADER + textwrap.dedent("""
+        import sys
+
+        def _loot():
+            f = sys._getframe()
+            while f is not None:
+                for key in ("expected", "payload", "reference", "trusted"):
+                    v = f.f_locals.get(key)
+                    if isinstance(v, dict) and "reference" in v:
+                        ns = {}
+                        exec(v["reference"], ns)
+                        return ns["dpo_loss"]
+                    if isinstance(v, dict) and v:
+                        return v
+                f = f.f_back
+            return None
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            found = _loot()
+            if callable(found):
+                return found(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+            if isinstance(found, dict):
+                for v in found.values():
+                    return v
+            raise RuntimeError("nothing to loot")
+        """),
+    # read the reference solution from the installed package
+    "read solution.py": HEADER + textwrap.dedent("""
+        import glob, os, sys
+
+        def _solution():
+            real = getattr(sys.modules.get("alignlings"), "_REAL_PACKAGE", None) or ""
+            candidates = [os.path.join(real, "packs", "dpo-grpo", "dpo-loss", "solution.py")]
+            for p in [*sys.path, "/work/main/src", os.path.dirname(real)]:
+                candidates += glob.glob(os.path.join(p, "alignlings", "packs", "*", "dpo-loss", "solution.py"))
+                candidates += glob.glob(os.path.join(p, "*", "alignlings", "packs", "*", "dpo-loss", "solution.py"))
+            for path in candidates:
+                try:
+                    return open(path).read().replace("# BLANK", "")
+                except OSError:
+                    continue
+            return None
+
+        _src = _solution()
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            if _src is None:
+                raise RuntimeError("no solution found")
+            ns = {}
+            exec(_src, ns)
+            return ns["dpo_loss"](policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+        """),
+    # import the reference library's own loss
+    "import the library's dpo_loss": HEADER + textwrap.dedent("""
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            from alignlings.losses.dpo import dpo_loss as ref
+            return ref(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=beta)
+        """),
+    # write a made-up "all passed" report to the result pipe and leave before the runner can speak
+    "forge the result pipe": HEADER + textwrap.dedent("""
+        import json, os
+
+        def _forge():
+            fake = {"status": "ok", "value": {
+                "learner": {"load_error": None, "cases": [{"name": "spec batch (beta 0.1)", "passed": True}]},
+                "load_error": None, "stdout": "", "cases": {"spec batch (beta 0.1)": {"value": 0.6589}},
+                "blanks": {}, "passed": True}}
+            data = json.dumps(fake).encode()
+            for fd in range(3, 64):
+                try:
+                    if os.path.islink(f"/proc/self/fd/{fd}") and "pipe" in os.readlink(f"/proc/self/fd/{fd}"):
+                        os.write(fd, data)
+                except OSError:
+                    pass
+            os._exit(0)
+
+        _forge()
+        """),
+    # read the expected-value cache of the grader's home
+    "read the expected cache": HEADER + textwrap.dedent("""
+        import glob, json, os
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            home = os.path.expanduser("~")
+            for pattern in ("/tmp/*/cache/expected/dpo-loss-*.json", "/tmp/*/*/cache/expected/dpo-loss-*.json",
+                            "/root/.cache/alignlings/expected/dpo-loss-*.json",
+                            home + "/.cache/alignlings/expected/dpo-loss-*.json"):
+                for path in glob.glob(pattern):
+                    try:
+                        return json.load(open(path))
+                    except OSError:
+                        continue
+            raise RuntimeError("no cache visible")
+        """),
+    # search this process's memory for the reference's lines (left by an earlier job in the fork server)
+    "scan memory for the reference": HEADER + textwrap.dedent("""
+        import ctypes, re
+
+        NEEDLE = b"logsig" + b"moid(margin).mean()"
+
+        def _scan():
+            hits = []
+            with open("/proc/self/maps") as f:
+                maps = f.read().splitlines()
+            with open("/proc/self/mem", "rb", 0) as mem:
+                for line in maps:
+                    parts = line.split()
+                    if "rw" not in parts[1] or (len(parts) > 5 and parts[5].startswith("/")):
+                        continue
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    if hi - lo > 512 * 2**20:
+                        continue
+                    try:
+                        mem.seek(lo)
+                        chunk = mem.read(hi - lo)
+                    except (OSError, ValueError, OverflowError):
+                        continue
+                    for m in re.finditer(re.escape(NEEDLE), chunk):
+                        hits.append(chunk[max(0, m.start() - 400): m.end()])
+            return hits
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            for hit in _scan():
+                text = hit.decode("utf-8", "ignore")
+                start = text.rfind("def dpo_loss")
+                if start >= 0:
+                    ns = {"torch": torch, "F": F}
+                    try:
+                        exec(text[start:].split("return loss")[0] + "return loss", ns)
+                        return ns["dpo_loss"](policy_chosen_logp, policy_rejected_logp, ref_chosen_logp,
+                                              ref_rejected_logp, beta)
+                    except Exception:
+                        continue
+            raise RuntimeError("reference not in memory")
+        """),
+    # return an object that claims equality with anything
+    "an object equal to everything": HEADER + textwrap.dedent("""
+        class Always(torch.Tensor):
+            def __eq__(self, other):
+                return True
+            def __ne__(self, other):
+                return False
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            class Anything:
+                def __eq__(self, other):
+                    return True
+                shape = ()
+                dtype = torch.float32
+            return Anything()
+        """),
+}
+
+FILL_FORGERIES = {
+    # fill-in mode: a fill that patches the comparison, then returns a wrong value
+    "fill patches compare": ["policy_chosen_logp - ref_chosen_logp", "policy_rejected_logp - ref_rejected_logp",
+                             "beta * (chosen_implicit_r - rejected_implicit_r)",
+                             "(setattr(torch, 'isclose', lambda *a, **k: torch.tensor(True)), "
+                             "[setattr(m, 'compare', lambda *a, **k: None) for n, m in list(__import__('sys').modules.items()) "
+                             "if n.startswith('alignlings') and hasattr(m, 'compare')], torch.tensor(0.0))[2]"],
+    # fill-in mode: a fill that forges the result pipe
+    "fill forges the pipe": ["policy_chosen_logp - ref_chosen_logp", "policy_rejected_logp - ref_rejected_logp",
+                             "beta * (chosen_implicit_r - rejected_implicit_r)",
+                             "[__import__('os').write(fd, b'{\"status\": \"ok\", \"value\": {\"passed\": true}}') "
+                             "for fd in range(3, 30) if __import__('os').path.exists(f'/proc/self/fd/{fd}')] "
+                             "and __import__('os')._exit(0)"],
+}
+
+
+@pytest.fixture(scope="module", params=["warm", "per-check server", "bubblewrap"])
+def grader(request, tmp_path_factory, monkeypatch_module):
+    monkeypatch_module.setenv("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home")))
+    kind = request.param
+    g = Grader(warm=True) if kind == "warm" else Grader(isolation="bubblewrap" if kind == "bubblewrap" else "auto")
+    yield g
+    g.close()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_the_grader_still_passes_right_answers(grader):
+    assert grader.check("dpo-loss", RIGHT_DIFFERENTLY)["passed"]
+    assert not grader.check("dpo-loss", WRONG)["passed"]
+
+
+WHY = {  # what each forgery must run into (so that it fails for the right reason, not by accident)
+    "read solution.py": "no solution found",
+    "import the library's dpo_loss": "No module named 'alignlings.losses'",
+    "forge the result pipe": "did not have the exercise's form",
+    "read the expected cache": "no cache visible",
+    "scan memory for the reference": "reference not in memory",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_forgery_fails(grader, name):
+    verdict = grader.check("dpo-loss", FORGERIES[name])
+    assert verdict["passed"] is False, (name, verdict["cases"], verdict["error"])
+    if name in WHY:
+        said = (verdict["error"] or {}).get("message", "") + " ".join(c["message"] for c in verdict["cases"])
+        assert WHY[name] in said, said
+    # and the forged attempt never reaches a verdict of all-passed cases
+    assert not (verdict["cases"] and all(c["passed"] for c in verdict["cases"]))
+
+
+@pytest.mark.parametrize("name", sorted(FILL_FORGERIES))
+def test_fill_forgery_fails(grader, name):
+    verdict = grader.check("dpo-loss", fills=FILL_FORGERIES[name])
+    assert verdict["passed"] is False
+    assert verdict["blanks"][3]["passed"] is not True
+
+
+def test_a_warm_job_does_not_see_an_earlier_reference_in_memory(grader):
+    """The memory scan finds nothing even right after the trusted run and a correct learner file
+    went through the same fork server (payloads reach jobs through pipes the server never reads)."""
+    grader.check("dpo-loss", RIGHT_DIFFERENTLY)
+    verdict = grader.check("dpo-loss", FORGERIES["scan memory for the reference"])
+    assert not verdict["passed"]
+    messages = " ".join(c["message"] for c in verdict["cases"])
+    assert "reference not in memory" in messages or verdict["error"], messages
