@@ -87,7 +87,8 @@ def markdown(text: str) -> str:
     def put_back(m: re.Match) -> str:
         latex, display = formulas[int(m.group(1))]
         mathml = latex_to_mathml(latex, display)
-        return f'<div class="math-display">{mathml}</div>' if display else mathml
+        # a wide formula scrolls inside its box (never the page): focusable, so the keyboard can scroll it too
+        return f'<div class="math-display" tabindex="0">{mathml}</div>' if display else mathml
 
     rendered = re.sub(r"<p>MATHPLACEHOLDER(\d+)X</p>", put_back, rendered)
     return re.sub(r"MATHPLACEHOLDER(\d+)X", put_back, rendered)

@@ -134,7 +134,7 @@
     return el("li", { class: c.passed ? "ok" : (c.not_run ? "not-run" : "bad") },
       el("span", { "aria-hidden": "true", text: c.passed ? "✓ " : (c.not_run ? "○ " : "✗ ") }),
       el("strong", { text: c.title || c.name }), " ",
-      el("span", { class: "kind", text: `(${T[`kind_${c.kind}`] || c.kind})` }),
+      el("span", { class: "kind", text: CLIENT.lang === "zh" ? `（${T[`kind_${c.kind}`] || c.kind}）` : `(${T[`kind_${c.kind}`] || c.kind})` }),
       c.passed ? "" : el("span", { class: "case-msg", html: ` ${c.message_html ? caseMessageHtml(c) : ""}` }));
   }
   function caseMessageHtml(c) {

@@ -93,7 +93,7 @@
   function chart(canvas, key, fixedRange) {
     const { ctx, w, h } = setup(canvas);
     const m = { l: 48, r: 12, t: 10, b: 30 };
-    const maxIter = Math.max(10, ...runs.map((r) => r.iterations || 0));
+    const maxIter = Math.max(10, ...runs.map((r) => r.iterations || 0), runs.length ? 0 : parseInt(itersInput.value || "0", 10) || 0);
     let lo = 0, hi = 1;
     if (!fixedRange) {
       const vals = runs.flatMap((r) => r.points.map((p) => p[key])).filter(Number.isFinite);
@@ -116,11 +116,6 @@
       ctx.fillStyle = "#a74d05"; ctx.textAlign = "left"; ctx.fillText(T.toy_target, m.l + 6, y(TARGET) - 5);
       ctx.fillStyle = "#5d6776";
       canvas.dataset.target = String(TARGET);
-    }
-    if (!runs.length) { // an empty chart says how to start
-      ctx.textAlign = "center"; ctx.fillStyle = "#4f5865"; ctx.font = "13px system-ui, sans-serif";
-      ctx.fillText(T.toy_empty, (m.l + w - m.r) / 2, (m.t + h - m.b) / 2 + (key === "p_target" ? 24 : 0), w - m.l - m.r - 10);
-      ctx.font = "11px system-ui, sans-serif"; ctx.fillStyle = "#5d6776";
     }
     const step = maxIter <= 50 ? 10 : maxIter <= 100 ? 20 : 50;
     ctx.textAlign = "center";
