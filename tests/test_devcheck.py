@@ -11,6 +11,7 @@ from alignlings.practice.grader import Grader
 from alignlings.practice.pack import load_pack
 
 PACK = load_pack()
+pytestmark = pytest.mark.slow  # grades every exercise's template, reference and misconceptions
 
 
 @pytest.fixture(scope="module")
