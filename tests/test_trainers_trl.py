@@ -118,3 +118,102 @@ def test_reward_rows_are_trls(tok, max_length, tmp_path):
     for o, t in zip(ours, theirs):
         assert o["prompt_chosen"] + o["chosen"] == t["chosen_ids"]
         assert o["prompt_rejected"] + o["rejected"] == t["rejected_ids"]
+
+
+# -- training side by side: the same weights, data and settings through both libraries ---------------
+
+STEPS = 5
+
+
+def _trl_history(trainer) -> list[float]:
+    trainer.train()
+    return [r["loss"] for r in trainer.state.log_history if "loss" in r]
+
+
+def _assert_same_run(ours_losses, theirs_losses, ours_model, theirs_model, loss_tol=2e-6, param_tol=1e-5):
+    """Losses to 2e-6 and parameters to 1e-5 after 5 AdamW steps at lr 3e-3: float32 noise (Adam divides
+    by sqrt(v), so a last-bit difference in a near-zero gradient moves a weight by up to ~lr * 1e-3)."""
+    assert len(ours_losses) == len(theirs_losses) == STEPS
+    assert ours_losses == pytest.approx(theirs_losses, abs=loss_tol)
+    theirs = dict(theirs_model.named_parameters())
+    moved = 0.0
+    for name, p in ours_model.named_parameters():
+        q = theirs[name]
+        diff = float((p.detach() - q.detach()).abs().max())
+        assert diff <= param_tol, (name, diff)
+        moved = max(moved, float((p.detach() - SNAPSHOT[name]).abs().max())) if name in SNAPSHOT else moved
+    assert moved > 100 * param_tol  # the runs trained: agreement is not just two unmoved copies
+
+
+SNAPSHOT: dict = {}
+
+PAIRS8 = [
+    {"prompt": "3+4=", "chosen": "7", "rejected": "17"},
+    {"prompt": "12+34=", "chosen": "46", "rejected": "1"},
+    {"prompt": "5+5=", "chosen": "10", "rejected": "11"},
+    {"prompt": "2+2=", "chosen": "4", "rejected": "5"},
+    {"prompt": "19+1=", "chosen": "20", "rejected": "10"},
+    {"prompt": "7+8=", "chosen": "15", "rejected": "51"},
+    {"prompt": "40+2=", "chosen": "42", "rejected": "24"},
+    {"prompt": "9+9=", "chosen": "18", "rejected": "81"},
+]
+# one batch = the whole dataset, so both libraries' (different) shuffles see the same rows each step;
+# warm-up, linear decay, weight decay and clipping all active
+SHARED = dict(learning_rate=3e-3, per_device_train_batch_size=8, max_steps=STEPS, warmup_steps=2,
+              weight_decay=0.1, max_grad_norm=1.0, logging_steps=1, seed=0)
+
+
+def test_dpo_trains_as_trl(tok, tmp_path):
+    import copy
+
+    model = toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=1)
+    SNAPSHOT.clear()
+    SNAPSHOT.update({n: p.detach().clone() for n, p in model.named_parameters()})
+    theirs = copy.deepcopy(model)
+    args = DPOConfig(output_dir=str(tmp_path / "ours"), beta=0.1, disable_tqdm=True, save_steps=0,
+                     save_final_model=False, **SHARED)
+    ours = DPOTrainer(model, args=args, train_dataset=PAIRS8, processing_class=tok)
+    history = ours.train()
+
+    cfg = trl_config(trl_dpo.DPOConfig, beta=0.1, save_strategy="no", disable_tqdm=True, **SHARED)
+    cfg.output_dir = str(tmp_path / "trl")
+    trainer = trl_dpo.DPOTrainer(model=theirs, ref_model=copy.deepcopy(theirs), args=cfg,
+                                 train_dataset=datasets.Dataset.from_list(PAIRS8), processing_class=tok)
+    _assert_same_run([r["loss"] for r in history], _trl_history(trainer), ours.unwrapped_model, theirs)
+    logged = [r for r in trainer.state.log_history if "loss" in r]
+    for key in ("entropy", "mean_token_accuracy", "num_tokens", "logits/chosen", "logits/rejected",
+                "rewards/margins", "logps/chosen", "logps/rejected", "learning_rate", "grad_norm"):
+        assert [r[key] for r in history] == pytest.approx([r[key] for r in logged], abs=1e-5), key
+
+
+def test_reward_model_trains_as_trl(tok, tmp_path):
+    import copy
+
+    from transformers import GPT2ForSequenceClassification
+
+    lm = toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=1)
+    model = GPT2ForSequenceClassification(lm.config.__class__(**{**lm.config.to_dict(), "num_labels": 1}))
+    model.transformer.load_state_dict(lm.transformer.state_dict())
+    SNAPSHOT.clear()
+    SNAPSHOT.update({n: p.detach().clone() for n, p in model.named_parameters()})
+    theirs = copy.deepcopy(model)
+    args = RewardConfig(output_dir=str(tmp_path / "ours"), disable_tqdm=True, save_steps=0, save_final_model=False,
+                        **SHARED)
+    ours = RewardTrainer(model, args=args, train_dataset=PAIRS8, processing_class=tok)
+    ours_losses = [r["loss"] for r in ours.train()]
+
+    cfg = trl_config(trl_reward.RewardConfig, save_strategy="no", disable_tqdm=True, **SHARED)
+    cfg.output_dir = str(tmp_path / "trl")
+    trainer = trl_reward.RewardTrainer(model=theirs, args=cfg, train_dataset=datasets.Dataset.from_list(PAIRS8),
+                                       processing_class=tok)
+    _assert_same_run(ours_losses, _trl_history(trainer), ours.unwrapped_model, theirs)
+
+
+def test_causal_lm_reward_head_is_trls(tok):
+    # a causal LM given to RewardTrainer gets TRL's score head: no bias, N(0, initializer_range)
+    from alignlings.trainers.reward import as_reward_model
+
+    lm = toy.make_model(tok, n_layer=1, n_embd=64, n_head=2)
+    head = as_reward_model(lm).value_head
+    assert head.bias is None and head.weight.shape == (1, 64)
+    assert 0.5 * lm.config.initializer_range < float(head.weight.std()) < 1.5 * lm.config.initializer_range
