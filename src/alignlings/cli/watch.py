@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -37,6 +39,26 @@ def _changes_polling(path: Path, interval: float = 0.5):
             yield
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """What identifies one saved version of the file: its mtime (ns) and size; None if missing."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _listen(changes, events: queue.Queue) -> None:
+    """Forward each change to ``events`` (in a thread started before the first check, so that a
+    save made while that check runs is not missed)."""
+    try:
+        for _ in changes:
+            events.put("change")
+    except Exception as exc:  # noqa: BLE001 - the main loop reports it and falls back to polling
+        events.put(exc)
+    events.put(None)
+
+
 def _changes_manual():
     for line in sys.stdin:
         if line.strip().lower() in ("q", "quit", "exit"):
@@ -65,27 +87,53 @@ def watch(
     path, _ = read_submission(ex.key, file)
     out = console()
     with Grader(p, warm=True) as grader:
+        seen: list[tuple[int, int] | None] = [None]
+
         def run() -> bool:
+            seen[0] = _stamp(path)  # the version this check reads
             _, code = read_submission(ex.key, path)
             out.rule(time.strftime("%H:%M:%S"))
             verdict = grade_and_record(grader, ex.key, code, lang, source="watch")
             render_verdict(verdict, lang, out)
             return verdict["passed"]
 
-        passed = run()
+        def run_until_current() -> bool:
+            """Check, and check again while the file was saved during the check."""
+            passed = run()
+            while _stamp(path) != seen[0]:
+                passed = run()
+            return passed
+
         if once:
-            raise typer.Exit(0 if passed else 1)
+            raise typer.Exit(0 if run() else 1)
+        # listen before the first check: a save made while it runs must trigger the next one
+        events: queue.Queue = queue.Queue()
         if manual:
-            out.print(MSG["manual"][lang].format(path=path))
             changes = _changes_manual()
         else:
-            out.print(MSG["watching"][lang].format(path=path))
             try:
                 changes = _changes_polling(path) if poll else _changes_watchfiles(path)
             except (ImportError, OSError):
                 changes = _changes_polling(path)
+        threading.Thread(target=_listen, args=(changes, events), name="alignlings-watch", daemon=True).start()
         try:
-            for _ in changes:
-                run()
+            run_until_current()
+            out.print(MSG["manual" if manual else "watching"][lang].format(path=path))
+            while True:
+                try:
+                    event = events.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if event is None:  # the source ended (manual: q or end of input)
+                    break
+                if isinstance(event, Exception):  # the OS watcher failed: poll instead
+                    threading.Thread(target=_listen, args=(_changes_polling(path), events), daemon=True).start()
+                    continue
+                while not events.empty():  # several saves in a row: one check of the latest
+                    if events.get_nowait() is None:
+                        break
+                if not manual and _stamp(path) == seen[0]:
+                    continue  # already checked (a save during a check was caught by run_until_current)
+                run_until_current()
         except KeyboardInterrupt:
             pass
