@@ -1,27 +1,86 @@
 #!/usr/bin/env bash
-# One command for the whole test set-up and run: system packages (when missing), the package with
-# its test extra, then pytest. Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not browser"`.
+# The one command that sets up and runs the checks: system packages (when missing), the package with
+# its test extra, then
+#   no arguments     every stage in CI's order: lint (ruff check, mypy), fast tests, slow and browser tests
+#   stage names      only those, in the order given: lint | fast | slow    (`bash scripts/test.sh lint fast`)
+#   anything else    arguments for pytest, as is            (`bash scripts/test.sh -m "not browser" -x`)
+# ALIGNLINGS_SKIP_INSTALL=1 skips the installs (a quick rerun). A stage that selects no tests
+# (pytest's exit 5, e.g. no browser tests where chromium is missing) passes and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-need=()
-[ -x /usr/bin/chromium ] || need+=(chromium)
-command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
-fc-list 2>/dev/null | grep -qi "wenquanyi\|wqy" || need+=(fonts-wqy-microhei)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "installing system packages: ${need[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  else
-    echo "missing system packages (${need[*]}): run as root or install them; dependent tests will skip" >&2
-  fi
-fi
-
 PY=${PYTHON:-python3}
-# torch>=2.4,<2.14 lets pip take the CPU wheel of torch 2.13 that lies on this kind of machine.
-"$PY" -m pip install -q -e ".[test]"
+
+if [ "${ALIGNLINGS_SKIP_INSTALL:-0}" != 1 ]; then
+  need=()
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+  command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+  fc-list 2>/dev/null | grep -qi "wenquanyi\|wqy" || need+=(fonts-wqy-microhei)
+  if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+      echo "installing system packages: ${need[*]}"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    else
+      echo "missing system packages (${need[*]}): run as root or install them; dependent tests will skip" >&2
+    fi
+  fi
+  # torch>=2.4,<2.14 lets pip take the CPU wheel of torch 2.13 that lies on this kind of machine.
+  "$PY" -m pip install -q -e ".[test]"
+fi
 
 export ALIGNLINGS_HOME="${ALIGNLINGS_HOME:-$(mktemp -d)}"
 export PYTHONUNBUFFERED=1
-exec "$PY" -m pytest -q -p no:cacheprovider "$@"
+
+# pytest with the shared options; exit 5 (nothing selected) counts as a pass for a stage
+run_pytest() {
+  local what=$1; shift
+  local rc=0
+  "$PY" -m pytest -q -p no:cacheprovider --durations=20 "$@" || rc=$?
+  if [ "$rc" = 5 ]; then
+    echo "== $what: no tests selected"
+    return 0
+  fi
+  return "$rc"
+}
+
+# (set -e does not apply inside a function called with ||, so every step checks its own status)
+stage() {
+  case "$1" in
+    lint)
+      echo "== lint: ruff check, mypy"
+      "$PY" -m ruff check || return
+      "$PY" -m mypy || return ;;
+    fast)
+      echo "== fast tests"
+      run_pytest "fast tests" -m "not slow and not browser" || return ;;
+    slow)
+      echo "== slow and browser tests"
+      run_pytest "slow and browser tests" -m "slow or browser" || return ;;
+  esac
+}
+
+if [ $# -eq 0 ]; then
+  set -- lint fast slow
+fi
+case "$1" in
+  lint|fast|slow)
+    for s in "$@"; do
+      case "$s" in
+        lint|fast|slow) ;;
+        *) echo "unknown stage '$s' (stages: lint, fast, slow)" >&2; exit 2 ;;
+      esac
+    done
+    for s in "$@"; do
+      rc=0
+      stage "$s" || rc=$?
+      if [ "$rc" != 0 ]; then
+        echo "== stage '$s' failed (exit $rc)" >&2
+        exit "$rc"
+      fi
+    done ;;
+  *)
+    rc=0
+    "$PY" -m pytest -q -p no:cacheprovider "$@" || rc=$?
+    if [ "$rc" = 5 ]; then echo "no tests selected by: $*" >&2; fi
+    exit "$rc" ;;
+esac
