@@ -50,7 +50,8 @@ def cloze(
     out = console()
     out.print(cz.counter_text(len(positions), len(masked), lang))
     numbered = {m.key: f"[{i}]" for i, m in enumerate(masked, start=1)}
-    out.print(Syntax(cz.render(source, masked, numbered), "python"))
+    # long lines wrap at the terminal's width (indented continuation) instead of being cut off
+    out.print(Syntax(cz.render(source, masked, numbered), "python", word_wrap=True))
     answers = {}
     for i, m in enumerate(masked, start=1):
         answers[m.key] = typer.prompt(MSG["prompt"][lang].format(n=i), default="", show_default=False).strip()

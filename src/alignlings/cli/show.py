@@ -2,12 +2,107 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Annotated
 
 import typer
 
 from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
+
+
+def _group(node, l2tobj) -> str:
+    """A fraction's numerator or denominator as text, parenthesised unless it is one symbol."""
+    text = l2tobj.nodelist_to_text([node]).strip() if node is not None else ""
+    simple = not any(c in text for c in " +-*/=,<>")
+    return text if simple else f"({text})"
+
+
+def _frac(node, l2tobj) -> str:
+    num, den = node.nodeargd.argnlist[-2:]
+    return f"{_group(num, l2tobj)}/{_group(den, l2tobj)}"
+
+
+@lru_cache(maxsize=1)
+def _latex_converter():
+    """pylatexenc's LaTeX-to-Unicode converter, with fractions as a/(b + c) and spaced operator names."""
+    from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+    db = get_default_latex_context_db().filter_context()
+    macros = [MacroTextSpec(name, simplify_repl=_frac) for name in ("frac", "dfrac", "tfrac")]
+    macros += [MacroTextSpec(name, simplify_repl=f"{name} ") for name in
+               ("log", "exp", "min", "max", "ln", "sin", "cos", "tan", "arg", "det", "sup", "inf", "lim", "Pr")]
+    db.add_context_category("alignlings", macros=macros, prepend=True)
+    return LatexNodes2Text(latex_context=db, math_mode="text", strict_latex_spaces=False)
+
+
+def _math_spans(text: str):
+    """(start, end, latex, display) of each ``$...$`` / ``$$...$$`` outside backtick code spans."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "`":
+            run = len(text[i:]) - len(text[i:].lstrip("`"))
+            end = text.find("`" * run, i + run)
+            if end == -1:
+                return
+            i = end + run
+        elif c == "\\" and text.startswith("$", i + 1):
+            i += 2
+        elif c == "$":
+            delim = "$$" if text.startswith("$$", i) else "$"
+            end = text.find(delim, i + len(delim))
+            body = text[i + len(delim):end] if end != -1 else ""
+            if end == -1 or not body.strip() or (delim == "$" and ("\n\n" in body or body[:1].isspace()
+                                                                  or body[-1:].isspace())):
+                i += 1
+                continue
+            yield i, end + len(delim), body, delim == "$$"
+            i = end + len(delim)
+        else:
+            i += 1
+
+
+_OPERATOR_NAME = re.compile(r"(?<=[^\s(\[{|/^_-])(?=(?:log|exp|min|max|ln) )")
+
+
+def _formula(latex: str) -> str:
+    """One formula as Unicode text; verbatim LaTeX if the converter cannot read it."""
+    try:
+        plain = " ".join(_latex_converter().latex_to_text(latex).split())
+    except Exception:  # noqa: BLE001 - never a crash, never a corrupted formula
+        return latex.strip()
+    return _OPERATOR_NAME.sub(" ", plain)  # "β log", not "βlog"
+
+
+def latex_to_text(text: str) -> str:
+    """Every ``$...$`` formula of a Markdown text as readable Unicode (pylatexenc): ``\\pi_\\theta``
+    becomes ``π_θ``; a display formula goes on its own indented line. Code spans and prose are
+    left as they are. The result is meant for a code span or plain text (its ``_`` are literal)."""
+    out, last = [], 0
+    for start, end, latex, display in _math_spans(text):
+        plain = _formula(latex)
+        out.append(text[last:start])
+        out.append(f"\n\n    {plain}\n\n" if display else plain)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _markdown_safe(text: str) -> str:
+    """Formulas as Unicode inside code spans, so that Markdown cannot eat their underscores."""
+    out, last = [], 0
+    for start, end, latex, display in _math_spans(text):
+        plain = _formula(latex).replace("`", "'")
+        out.append(text[last:start])
+        out.append(f"\n\n```text\n{plain}\n```\n\n" if display else f"`{plain}`")
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+LEVEL = {"en": "level {n}", "zh": "难度 {n}"}
 
 
 @app.command()
@@ -17,7 +112,7 @@ def show(
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Show an exercise's statement (formulas in LaTeX), or its template with --code; a pack's id
+    """Show an exercise's statement (formulas as Unicode text), or its template with --code; a pack's id
     shows the pack's introduction."""
     from alignlings.practice.grader import template_for
 
@@ -28,7 +123,7 @@ def show(
         from rich.markdown import Markdown
 
         console().print(f"[bold]{intro_of.title[lang]}[/]\n")
-        console().print(Markdown(intro_of.intro(lang) or intro_of.title[lang]))
+        console().print(Markdown(_markdown_safe(intro_of.intro(lang) or intro_of.title[lang])))
         return
     ex = get_exercise(loaded, exercise_id)
     if code:
@@ -39,5 +134,6 @@ def show(
     from rich.markdown import Markdown
 
     out = console()
-    out.print(f"[bold]{ex.title[lang]}[/] (level {ex.level})\n")
-    out.print(Markdown(ex.texts(lang).statement))
+    level = LEVEL.get(lang, LEVEL["en"]).format(n=ex.level)
+    out.print(f"[bold]{ex.title[lang]}[/]{'（' if lang == 'zh' else ' ('}{level}{'）' if lang == 'zh' else ')'}\n")
+    out.print(Markdown(_markdown_safe(ex.texts(lang).statement)))

@@ -1,0 +1,118 @@
+"""The terminal in the learner's terms (issue 10): `show` renders LaTeX readably, `cloze` wraps long
+lines instead of cutting them, `watch` does not miss a save made during its first check."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from alignlings.cli.app import app
+from alignlings.practice.pack import load_pack
+
+PACK = load_pack()
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "100")
+    return tmp_path
+
+
+# -- show: formulas ----------------------------------------------------------------------------
+def test_latex_to_text_keeps_subscripts_and_greek():
+    from alignlings.cli.show import latex_to_text
+
+    text = latex_to_text(r"$\mathcal{L}_{\text{DPO}} = -\log \sigma(\beta \Delta)$ and $\pi_\theta$")
+    assert "L_DPO" in text.replace("𝓛", "L") or "ℒ_DPO" in text
+    assert "σ" in text and "β" in text and "π_θ" in text
+    assert "\\" not in text and "$" not in text
+
+
+def test_latex_to_text_leaves_code_spans_and_prose_alone():
+    from alignlings.cli.show import latex_to_text
+
+    src = "Run `a_b * c_d` and keep snake_case words; cost $5 is not math."
+    assert latex_to_text(src) == src
+    assert latex_to_text("$$x_i^2$$").strip() == "x_i^2"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_show_renders_formulas_without_eating_underscores(lang):
+    result = runner.invoke(app, ["show", "dpo-loss", "--lang", lang])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "_DPO" in out  # \mathcal{L}_{\text{DPO}}: the subscript survives (rich's Markdown used to eat it)
+    assert "\\mathcal" not in out and "\\text" not in out and "\\frac" not in out
+    assert "π" in out and "β" in out
+    if lang == "zh":
+        assert "level" not in out and "难度" in out
+
+
+# -- cloze: long lines ---------------------------------------------------------------------------
+def test_cloze_wraps_long_lines_instead_of_cutting_them(monkeypatch):
+    from alignlings.practice import cloze as cz
+
+    monkeypatch.setenv("COLUMNS", "60")
+    ex = next(e for e in PACK if e.cloze)
+    source = cz.snippet_source(ex, "en")
+    longest = max(source.splitlines(), key=len)
+    assert len(longest) > 60  # the case this test is about
+    result = runner.invoke(app, ["cloze", ex.id, "--ratio", "0.05", "--seed", "1"], input="\n" * 100)
+    out = result.output
+    # every word of the longest line is printed (wrapped over several rows, not cut at 60 columns)
+    words = [w for w in longest.replace("(", " ").replace(")", " ").replace(",", " ").split() if len(w) > 3]
+    missing = [w for w in words if w not in out and "[" not in w]
+    assert not missing, (missing, out[:2000])
+    assert all(len(line) <= 60 for line in out.splitlines())
+
+
+# -- watch: a save during the first check --------------------------------------------------------
+class SlowGrader:
+    """The first check takes a while, and the learner saves the file meanwhile."""
+
+    codes: list[str] = []
+
+    def __init__(self, pack, warm=False):
+        self.pack = pack
+        self.file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def check(self, exercise_id, code=None, *, fills=None, lang="en"):
+        SlowGrader.codes.append(code)
+        if len(SlowGrader.codes) == 1:
+            time.sleep(0.3)
+            SlowGrader.file.write_text(code + "\n# saved during the first check\n", encoding="utf-8")
+            time.sleep(0.8)
+        elif len(SlowGrader.codes) >= 2:
+            threading.Timer(0.2, _thread.interrupt_main).start()  # the learner presses Ctrl+C
+        return {"exercise": exercise_id, "passed": False, "blanks": [], "cases": [], "error": None,
+                "isolation": "fake", "stdout": ""}
+
+
+@pytest.mark.parametrize("poll", [True, False], ids=["poll", "os-events"])
+def test_watch_does_not_miss_a_save_during_the_first_check(tmp_path, monkeypatch, poll):
+    import alignlings.practice.grader as grader_mod
+
+    f = tmp_path / "dpo_loss.py"
+    f.write_text("x = 1\n", encoding="utf-8")
+    SlowGrader.codes, SlowGrader.file = [], f
+    monkeypatch.setattr(grader_mod, "Grader", SlowGrader)
+    guard = threading.Timer(20, _thread.interrupt_main)  # without the fix it would wait forever
+    guard.start()
+    try:
+        result = runner.invoke(app, ["watch", "dpo-loss", str(f), *(["--poll"] if poll else [])])
+    finally:
+        guard.cancel()
+    assert len(SlowGrader.codes) >= 2, result.output
+    assert "saved during the first check" in SlowGrader.codes[1]
