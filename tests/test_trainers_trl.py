@@ -217,3 +217,62 @@ def test_causal_lm_reward_head_is_trls(tok):
     head = as_reward_model(lm).value_head
     assert head.bias is None and head.weight.shape == (1, 64)
     assert 0.5 * lm.config.initializer_range < float(head.weight.std()) < 1.5 * lm.config.initializer_range
+
+
+def test_grpo_trains_as_trl_on_fixed_completions(tmp_path, monkeypatch):
+    # Sampling replaced in both libraries by the same fixed completions (j-th completion of a prompt
+    # = COMPLETIONS[j]), prompts of equal length (TRL scores without position_ids, see docs), every
+    # step on the whole 2-prompt dataset: the loss, advantages, aggregation ("dapo") and optimiser
+    # step must agree.
+    import copy
+
+    import torch
+
+    import alignlings.trainers.grpo as our_grpo
+    from alignlings.trainers import GRPOConfig, GRPOTrainer
+
+    trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer")
+    tok = toy.make_tokenizer()
+    G, C = 4, 4
+    # two end in EOS, two run to max_completion_length without one (as a sampler returns them)
+    completions = [tok(t, add_special_tokens=False)["input_ids"] for t in ("1", "1191", "2+", "9=19")]
+    completions = [ids + [tok.eos_token_id] if j % 2 == 0 else ids for j, ids in enumerate(completions)]
+    prompts = [{"prompt": "12+34="}, {"prompt": "56+78="}]
+
+    def ones(prompts, completions, **kw):
+        return [float(c.count("1")) for c in completions]
+
+    def fixed_ids(num_rows):
+        return [completions[j % G] for j in range(num_rows)]
+
+    def our_sampler(model, prompt_ids, prompt_mask, **kw):
+        rows = fixed_ids(prompt_ids.shape[0])
+        out = torch.full((len(rows), C), tok.pad_token_id, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = torch.tensor(r)
+        return out
+
+    def trl_sampler(self, prompt_ids, images, multimodal_fields, num_generations, **kw):
+        return fixed_ids(len(prompt_ids)), None
+
+    monkeypatch.setattr(our_grpo, "sample_with_cache", our_sampler)
+    monkeypatch.setattr(trl_grpo.GRPOTrainer, "_generate_single_turn", trl_sampler)
+
+    model = toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=1)
+    SNAPSHOT.clear()
+    SNAPSHOT.update({n: p.detach().clone() for n, p in model.named_parameters()})
+    theirs = copy.deepcopy(model)
+    shared = dict(SHARED, num_generations=G, max_completion_length=C)
+    args = GRPOConfig(output_dir=str(tmp_path / "ours"), disable_tqdm=True, save_steps=0, save_final_model=False,
+                      **shared)
+    ours = GRPOTrainer(model, ones, args=args, train_dataset=prompts, processing_class=tok)
+    history = ours.train()
+
+    cfg = trl_config(trl_grpo.GRPOConfig, save_strategy="no", disable_tqdm=True, **shared)
+    cfg.output_dir = str(tmp_path / "trl")
+    trainer = trl_grpo.GRPOTrainer(model=theirs, reward_funcs=ones, args=cfg,
+                                   train_dataset=datasets.Dataset.from_list(prompts), processing_class=tok)
+    _assert_same_run([r["loss"] for r in history], _trl_history(trainer), ours.unwrapped_model, theirs)
+    logged = [r for r in trainer.state.log_history if "loss" in r]
+    for key in ("reward", "reward_std", "completions/mean_length", "learning_rate"):
+        assert [r[key] for r in history] == pytest.approx([r[key] for r in logged], abs=1e-5), key
