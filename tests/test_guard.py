@@ -124,6 +124,8 @@ BAD_IMPORTS = {
     "an unknown exercise in an event": json.dumps(_with(["events", 0, "exercise"], "../etc")).encode(),
     "an unknown cloze snippet": json.dumps(_with(["cloze", 0, "snippet"], "nope")).encode(),
     "an unknown quiz question": json.dumps(export(question="q-that-does-not-exist")).encode(),
+    "another pack's rows": json.dumps(_with(["attempts", 0, "pack"], "someone-elses-pack")).encode(),
+    "an empty pack id": json.dumps(_with(["events", 0, "pack"], "")).encode(),
 }
 
 

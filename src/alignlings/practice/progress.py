@@ -505,7 +505,7 @@ class ProgressStore:
                 "attempts": attempts, "events": events, "quiz_answers": quiz, "cloze": cloze, "settings": settings}
 
     def import_(self, data: dict, *, exercises: Collection[str] | None = None,
-                questions: Collection[str] | None = None) -> dict:
+                questions: Collection[str] | None = None, packs: Collection[str] | None = None) -> dict:
         """Merge an export into this store; returns how many rows of each kind were new.
 
         Rows are matched by uuid, so importing the same export twice adds nothing. A setting is
@@ -513,9 +513,10 @@ class ProgressStore:
         anything is written; bad data raises ValueError naming the field: wrong types, integers
         or timestamps out of range, strings that are not valid Unicode, verdicts or settings nested
         deeper than ``MAX_IMPORT_DEPTH``, and (when given) exercise ids not in ``exercises``
-        (attempts, events, cloze snippets) or quiz question ids not in ``questions``.
+        (attempts, events, cloze snippets), quiz question ids not in ``questions`` or pack ids
+        not in ``packs``.
         """
-        rows = _validate_export(data, exercises=exercises, questions=questions)
+        rows = _validate_export(data, exercises=exercises, questions=questions, packs=packs)
 
         def merge(db):
             counts = {}
@@ -639,10 +640,11 @@ def _rows(data: dict, name: str) -> list[dict]:
 
 
 def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
-                     questions: Collection[str] | None = None) -> dict[str, Any]:
+                     questions: Collection[str] | None = None,
+                     packs: Collection[str] | None = None) -> dict[str, Any]:
     """Check an export and turn it into rows for the tables (timestamps normalised to UTC).
 
-    ``exercises`` / ``questions``: when given, the ids an export may name (see ``import_``).
+    ``exercises`` / ``questions`` / ``packs``: when given, the ids an export may name (``import_``).
     """
     if not isinstance(data, dict):
         raise ValueError(f"progress data: expected a JSON object, got {type(data).__name__}")
@@ -654,7 +656,8 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
     out: dict[str, Any] = {t: [] for t in _TABLES}
 
     def pack_of(r: dict, w: str) -> str:  # version 1 rows predate packs: the built-in pack's
-        return _pack(_field(r, "pack", str, w)) if "pack" in r else DEFAULT_PACK
+        pack = _pack(_field(r, "pack", str, w)) if "pack" in r else DEFAULT_PACK
+        return _known(pack, packs, "one", w + ".pack")
 
     for i, r in enumerate(_rows(data, "attempts")):
         w = f"attempts[{i}]"

@@ -51,7 +51,7 @@ async def import_progress(request: Request) -> dict:
 
     Off (403) on a shared server, one started with a token, unless it was started with
     ``--allow-import``: the store is shared, so one learner could mark exercises solved for all.
-    Exercise and quiz question ids must be those of the loaded pack. Bad data: 422, never 500.
+    Pack, exercise and quiz question ids must be those of the loaded pack. Bad data: 422, never 500.
     """
     if not request.app.state.allow_import:
         raise HTTPException(403, "progress import is off on a shared server (one started with a token); "
@@ -73,7 +73,7 @@ async def import_progress(request: Request) -> dict:
     exercises = {ex.id for ex in pack}
     questions = {q.id for ex in pack if ex.kind == "quiz" for q in ex.quiz}
     try:
-        counts = ctx(request).store.import_(data, exercises=exercises, questions=questions)
+        counts = ctx(request).store.import_(data, exercises=exercises, questions=questions, packs={pack.id})
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
     return {"imported": counts}
