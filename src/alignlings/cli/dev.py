@@ -1,29 +1,155 @@
-"""`alignlings dev ...`: commands for pack authors and maintainers."""
+"""`alignlings dev ...`: commands for pack authors and maintainers (check, new, preview)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from alignlings.cli.app import app
-from alignlings.cli.common import PackOption, console, load
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, given_packs, load, resolve_lang
 
 dev_app = typer.Typer(help="Commands for pack authors and maintainers.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(dev_app, name="dev")
 
 
+def _targets(course, pack) -> list:
+    """The packs to prove: those named with --pack (or $ALIGNLINGS_PACK), not what they include."""
+    from alignlings.practice.pack import default_pack_paths, load_pack
+
+    named = [str(p) for p in given_packs(pack)] or default_pack_paths()
+    if not named:
+        return course.packs
+    roots = {load_pack(n).path for n in named}
+    return [part for part in course.packs if part.path in roots]
+
+
 @dev_app.command("check")
 def dev_check(pack: PackOption = None) -> None:
-    """Prove the pack: templates fail, references pass, misconceptions are rejected, texts exist in en and zh."""
-    from alignlings.practice.devcheck import check_pack
-    from alignlings.practice.grader import Grader
+    """Prove the pack: its structure (entry, ids, order, blanks, comments, seeded cases), templates fail,
+    references pass, misconceptions are rejected with their feedback, texts exist in en and zh.
 
-    p = load(pack)
+    One line per problem, naming the file (and line where there is one); exit 1 if any.
+    """
+    from rich.markup import escape
+
+    from alignlings.practice import packlint
+    from alignlings.practice.devcheck import check_exercise
+    from alignlings.practice.grader import Grader
+    from alignlings.practice.pack import PackError, default_pack_paths, load_pack
+
     out = console()
-    with Grader(p, warm=True) as grader:
-        reports = check_pack(p, grader)
-    for r in reports:
-        mark = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
-        out.print(f"{mark} {r.exercise}: {', '.join(r.checked)}")
-        for problem in r.problems:
-            out.print(f"    [red]-[/] {problem}")
-    raise typer.Exit(0 if all(r.ok for r in reports) else 1)
+    try:
+        course = load_pack(given_packs(pack) or default_pack_paths())
+    except PackError as exc:
+        out.print(f"[red]-[/] {escape(str(exc))}", soft_wrap=True)
+        out.print("[red]dev check FAILED[/]: the pack does not load")
+        raise typer.Exit(1) from None
+    failed: list[str] = []
+    for part in _targets(course, pack):
+        structure = packlint.lint_pack(part)
+        mark = "[red]FAIL[/]" if structure else "[green]ok[/]"
+        out.print(f"{mark} {escape(part.id)}: structure")
+        for problem in structure:
+            out.print(f"    [red]-[/] {escape(str(problem))}", soft_wrap=True)
+        if structure:
+            failed.append(f"{part.id} structure ({len(structure)})")
+        # graded against this pack alone: an id it shares with an included pack stays unambiguous
+        with Grader(part, warm=True) as grader:
+            for ex in part:
+                problems, checked = [], []
+                try:
+                    report = check_exercise(ex, grader)
+                    problems += [f"{ex.path}: {p}" for p in report.problems]
+                    checked = report.checked
+                    if ex.is_code:
+                        problems += [str(p) for p in packlint.check_determinism(ex, grader)]
+                        checked.append("cases seeded")
+                except Exception as exc:  # noqa: BLE001 - one line per problem, never a traceback
+                    problems.append(f"{ex.path}: {type(exc).__name__}: {exc}")
+                mark = "[red]FAIL[/]" if problems else "[green]ok[/]"
+                out.print(f"{mark} {escape(ex.key)}: {escape(', '.join(checked))}")
+                for problem in problems:
+                    out.print(f"    [red]-[/] {escape(problem)}", soft_wrap=True)
+                if problems:
+                    failed.append(f"{ex.key} ({len(problems)})")
+    if failed:
+        out.print(f"[red]dev check FAILED[/]: {escape(', '.join(failed))}")
+        raise typer.Exit(1)
+    out.print("[green]dev check passed[/]")
+
+
+@dev_app.command("new")
+def dev_new(
+    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="The new exercise's id, e.g. ipo-loss.")],
+    pack: PackOption = None,
+) -> None:
+    """Write a working skeleton of a coding exercise into the pack folder (--pack DIR, created if new).
+
+    Replace every TODO(author) with your text and code; `alignlings dev check --pack DIR` then proves it.
+    """
+    from rich.markup import escape
+
+    from alignlings.practice import skeleton
+
+    folders = given_packs(pack)
+    if len(folders) != 1:
+        raise typer.BadParameter("expected one pack folder to add the exercise to", param_hint="--pack")
+    try:
+        written = skeleton.write(Path(folders[0]), exercise_id)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("ID: "), param_hint="ID") from None
+    out = console()
+    for path in written:
+        out.print(f"wrote {escape(str(path))}")
+    out.print(escape(f"Next: replace every {skeleton.PLACEHOLDER}, then run "
+                     f"`alignlings dev check --pack {folders[0]}` and `alignlings dev preview {exercise_id} "
+                     f"--pack {folders[0]}`."))
+
+
+@dev_app.command("preview")
+def dev_preview(
+    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    lang: LangOption = None,
+    pack: PackOption = None,
+) -> None:
+    """Show the generated template and, per misconception, its splice and the verdict it gets."""
+    from rich.markup import escape
+    from rich.syntax import Syntax
+
+    from alignlings.practice import blanks as bl
+    from alignlings.practice.grader import Grader, template_for
+
+    lang = resolve_lang(lang)
+    p = load(pack)
+    ex = get_exercise(p, exercise_id, code_only=True)
+    out = console()
+    out.rule(f"template ({lang})")
+    out.print(Syntax(template_for(ex, lang), "python"))
+    source = ex.solution_source
+    blanks = bl.find_blanks(source)
+    if not ex.misconceptions:
+        out.print("no misconceptions")
+        return
+    out.rule("misconceptions")
+    with Grader(p, warm=len(ex.misconceptions) > 1) as grader:
+        for m in ex.misconceptions:
+            b = next((b for b in blanks if b.index == m.blank), None)
+            if b is None:
+                out.print(f"[red]✗[/] {escape(m.id)}: blank {m.blank} is not a blank 1..{len(blanks)}")
+                continue
+            spliced = bl.splice(source, blanks, m.blank, m.fill).splitlines()[b.line - 1].strip()
+            fills = [m.fill if x.index == m.blank else x.answer for x in blanks]
+            v = grader.check(ex.key, fills=fills, lang=lang, run_main=False)
+            entry = next((x for x in v["blanks"] if x["index"] == m.blank), None) or {}
+            if v["passed"]:
+                verdict = "[red]accepted[/] (the grader cannot tell it from the reference)"
+            elif entry.get("misconception") == m.id:
+                verdict = "[green]rejected with its feedback[/]"
+            else:
+                verdict = f"[yellow]rejected without its feedback[/]: {escape(str(entry.get('misconception') or entry.get('message')))}"
+            out.print(f"[bold]{escape(m.id)}[/] (blank {m.blank}, {escape(b.name)}): [dim]{escape(spliced)}[/]")
+            out.print(f"    {verdict}")
+            if entry.get("message"):
+                out.print(f"    {escape(entry['message'])}")
