@@ -379,19 +379,26 @@ class Grader:
         if problem:
             verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
             return verdict
-        predicate_values = {m["name"]: value["cases"][m["name"]]["value"] for m in trusted.meta
-                            if m["predicate"] and got[m["name"]].error is None}
-        judged = {}
-        if predicate_values:
-            pr = self._run(JUDGE_PREDICATES, {"check": check, "values": predicate_values}, exercise, trusted=True)
-            judged = pr.value if pr.ok and isinstance(pr.value, dict) else {
-                n: [False, f"the check could not judge this value: {pr.error_message}"] for n in predicate_values}
+        judged = self._predicates(exercise, check, trusted, value["cases"], got, trusted.names)
         for m in trusted.meta:
             r = self._case_result(m, got[m["name"]], trusted.expected[m["name"]], judged.get(m["name"]))
             verdict["cases"].append({"name": m["name"], "label": m.get("label") or {}, "kind": m["kind"],
                                      "passed": r["passed"], "message": describe_case(r, lang)})
         verdict["passed"] = bool(verdict["cases"]) and all(c["passed"] for c in verdict["cases"])
         return verdict
+
+    def _predicates(self, exercise: Exercise, check: str, trusted: TrustedRun, raw: dict,
+                    got: dict[str, CaseResult], names: list[str]) -> dict[str, list]:
+        """The ``expect`` predicates of these cases, judged in a trusted job on the reported values
+        (the plain wire form, re-decoded there): {name: [passed, detail]}."""
+        meta = {m["name"]: m for m in trusted.meta}
+        values = {n: raw[n]["value"] for n in names if meta[n]["predicate"] and got[n].error is None}
+        if not values:
+            return {}
+        pr = self._run(JUDGE_PREDICATES, {"check": check, "values": values}, exercise, trusted=True)
+        if pr.ok and isinstance(pr.value, dict):
+            return pr.value
+        return {n: [False, f"the check could not judge this value: {pr.error_message}"] for n in values}
 
     @staticmethod
     def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None) -> dict:
@@ -425,8 +432,9 @@ class Grader:
             verdict["error"] = "forbidden"
             return verdict
         meta = {m["name"]: m for m in trusted.meta}
+        judged = self._predicates(exercise, self._check_source(exercise), trusted, value["cases"], got, names)
         for name in names:
-            r = self._case_result(meta[name], got[name], trusted.expected[name], None)
+            r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name))
             if not r["passed"]:
                 verdict["failed_case"] = r
                 break
