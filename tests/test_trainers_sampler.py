@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("transformers")
 
 from alignlings.trainers import GRPOConfig, GRPOTrainer, toy  # noqa: E402
-from alignlings.trainers.data import completion_mask_until_eos, left_pad_prompts  # noqa: E402
+from alignlings.trainers.data import left_pad_prompts  # noqa: E402
 from alignlings.trainers.modeling import eos_token_ids, sample_with_cache  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

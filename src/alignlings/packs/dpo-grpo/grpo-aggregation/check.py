@@ -38,7 +38,7 @@ def cases():
     def gradients(m):
         loss, mask = random_batch(3, B=5, T=7)
         out = []
-        for name, call in (("grpo", lambda x: m.grpo_aggregate(x, mask)), ("bnpo", lambda x: m.bnpo_aggregate(x, mask)),
+        for _name, call in (("grpo", lambda x: m.grpo_aggregate(x, mask)), ("bnpo", lambda x: m.bnpo_aggregate(x, mask)),
                            ("dr_grpo", lambda x: m.dr_grpo_aggregate(x, mask, 12)),
                            ("dapo", lambda x: m.dapo_aggregate(x, mask, 40))):
             x = loss.clone().requires_grad_()

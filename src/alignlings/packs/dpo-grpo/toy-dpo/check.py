@@ -15,7 +15,7 @@ def cases():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    BOS, TARGET = 9, 0
+    BOS = 9
     config = GPT2Config(vocab_size=10, n_positions=4, n_embd=16, n_layer=1, n_head=2,
                         bos_token_id=BOS, eos_token_id=BOS, use_cache=False)
 
