@@ -10,7 +10,8 @@ cliprange 0.2, cliprange_value 0.2, vf_coef 0.1). TRL 1.16 has no PPO trainer, s
 tested against an independent per-token loop, hand-worked figures and properties.
 
 One difference from that PPOTrainer, on purpose: it added the score at index ``sequence_length + 1``
-when that was inside the tensor, which is a padding position (TRL issues #2778, #3750); here the score
+when that was inside the tensor, which is a padding position (TRL issues #1893, #3750), and its example
+padded prompts on the left while its reward lookup assumed right padding (#2778); here the score
 always lands on the last real token.
 
 Shapes: B sequences, T completion tokens; ``mask`` is 1 on real completion tokens, 0 on padding.
