@@ -78,7 +78,7 @@ def test_every_page_renders_without_external_assets(client, path):
     assert r.status_code == 200, r.text[:500]
     assert r.headers["content-type"].startswith("text/html")
     page = r.text
-    assert "<main>" in page and 'id="client-data"' in page
+    assert "<main id=\"main\"" in page and 'id="client-data"' in page
     # nothing is fetched from the internet: every src/href is local
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "external asset in " + path
     for asset in re.findall(r"""(?:src|href)="(/static/[^"?]+)""", page):

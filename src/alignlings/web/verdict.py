@@ -105,6 +105,7 @@ def for_web(verdict: dict, *, template: str, fills: list[str], graded_code: str 
         n = b["index"]
         if n in empty:
             b["message"] = msg("empty_todo", lang, n=n)
+            b["fill"] = ""  # what the box holds, not the file's placeholder
         elif b.get("message", "").startswith(load_prefix) and b.get("passed") is not True:
             error = _AT_LINE.sub("", b["message"][len(load_prefix):]).strip()
             key = "todo_does_not_parse" if error.startswith(("SyntaxError", "IndentationError")) else "todo_does_not_run"
