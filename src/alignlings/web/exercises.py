@@ -95,7 +95,9 @@ def web_statement(text: str) -> str:
     for para in paragraphs:
         if _RUN_THE_FILE.search(para):
             sentences = re.split(r"(?<=[.。!?！？])\s+|(?<=[。！？])", para)
-            para = " ".join(x for x in sentences if x and not _RUN_THE_FILE.search(x))
+            kept = [x for x in sentences if x and not _RUN_THE_FILE.search(x)]
+            para = "".join(x if not i or kept[i - 1].endswith(("。", "！", "？")) else " " + x
+                           for i, x in enumerate(kept))
             if not para.strip():
                 continue
         out.append(para)
