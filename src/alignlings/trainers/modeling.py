@@ -175,14 +175,14 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
     B, P = prompt_ids.shape
     device = prompt_ids.device
     with torch.inference_mode():
-        mask = prompt_mask.long()
-        positions = position_ids(mask)
-        logits, past = _cache_forward(model, prompt_ids, mask, positions, None)
+        mask = torch.ones(B, P + max_new_tokens, dtype=torch.long, device=device)  # grown by slicing
+        mask[:, :P] = prompt_mask
+        positions = position_ids(mask[:, :P])
+        logits, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
         next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
         eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
         tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
         unfinished = torch.ones(B, dtype=torch.long, device=device)
-        ones = torch.ones(B, 1, dtype=torch.long, device=device)
         steps = 0
         for t in range(max_new_tokens):
             probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
@@ -196,8 +196,7 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
                     break
             if t + 1 == max_new_tokens:
                 break
-            mask = torch.cat([mask, ones], dim=1)
-            logits, past = _cache_forward(model, nxt[:, None], mask, next_pos, past)
+            logits, past = _cache_forward(model, nxt[:, None], mask[:, :P + t + 1], next_pos, past)
             next_pos = next_pos + 1
     model.train(was_training)
     return tokens[:, :steps].clone()
