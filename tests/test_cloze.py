@@ -1,13 +1,11 @@
 """The MLM cloze drill: which tokens are maskable, drawing (seeded, weighted by past mistakes),
 rendering and substituting, the Chinese snippet, and checking answers by behaviour.
 
-check() needs a grader. Most tests run the grader's job in this process (``Grader._run`` replaced
-by ``runner.grade_job``) to stay fast; one test goes through the real sandbox.
+check() needs a grader: the tests share one warm grader (the real sandbox) per pack.
 """
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -15,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from alignlings.practice import cloze as C
-from alignlings.practice import runner
 from alignlings.practice.grader import Grader
 from alignlings.practice.pack import Pack, load_exercise
 from alignlings.practice.progress import ProgressStore
@@ -39,24 +36,33 @@ def dpo():
     return load_exercise(PACKS / "dpo-loss")
 
 
-class _InProcess:
-    """What the sandbox returns, for a job run in this process (JSON round trip as the real one)."""
+class _Recording(Grader):
+    """The real (warm) grader, recording each batch of variants it is asked to run."""
 
-    def __init__(self, value):
-        self.ok, self.value, self.isolation, self.stdout = True, value, "in-process (test)", ""
-        self.error_kind = self.error_message = None
+    def behaves_like_reference(self, exercise_id, variants):
+        self.calls.append({"splices": dict(variants)})
+        return super().behaves_like_reference(exercise_id, variants)
+
+
+_graders: dict[tuple, _Recording] = {}
 
 
 def in_process_grader(pack: Pack) -> Grader:
-    g = Grader(pack)
+    """One warm grader per set of exercise folders for the whole module (fork server started once)."""
+    key = tuple(sorted(str(e.path) for e in pack))
+    g = _graders.get(key)
+    if g is None:
+        g = _graders[key] = _Recording(pack, warm=True)
     g.calls = []
-
-    def run(payload, exercise):
-        g.calls.append(payload)
-        return _InProcess(json.loads(json.dumps(runner.grade_job(payload), default=str)))
-
-    g._run = run
     return g
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_graders():
+    yield
+    for g in _graders.values():
+        g.close()
+    _graders.clear()
 
 
 def by_key(source: str) -> dict[str, C.Position]:

@@ -9,16 +9,15 @@ For each code exercise:
 5. texts load in both languages with one ``blanks`` entry per blank, and every TOML file parses.
 The quiz gets the same text checks plus its own shape (3 questions, 4 explained options each).
 
-The grader's sandbox is replaced by ``runner.grade_job`` called in this process (what the sandboxed
-child runs, with the same JSON round trip), so this file stays fast; ``alignlings dev check`` and
-tests/test_sandbox.py cover the real sandbox.
+Everything goes through one warm grader (the real sandbox, a fork server with torch imported);
+per-blank proofs use ``quick=True``, which leaves out whole-file-only cases such as toy-grpo's
+training run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 import runpy
 import tomllib
@@ -28,7 +27,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import runner  # noqa: E402
 from alignlings.practice.grader import Grader, msg, template_for  # noqa: E402
 from alignlings.practice.pack import LANGS, builtin_pack_path, load_pack  # noqa: E402
 
@@ -81,6 +79,11 @@ def _toy_grpo(out: str) -> None:
     assert end > 0.70
 
 
+def _runs(out: str) -> None:
+    """Exercises without figures from the original page: the script runs and prints something."""
+    assert out.strip()
+
+
 FIGURES = {"dpo-loss": _dpo_loss, "grpo-advantages": _grpo_advantages, "grpo-loss": _grpo_loss,
            "reward-model": _reward_model, "toy-grpo": _toy_grpo}
 
@@ -88,30 +91,19 @@ FIGURES = {"dpo-loss": _dpo_loss, "grpo-advantages": _grpo_advantages, "grpo-los
 EQUIVALENTS = [(ex.id, e.blank, e.fill) for ex in PACK.code_exercises() for e in ex.equivalents]
 
 
-class _InProcess:
-    """What the sandbox returns, for a job run in this process (JSON round trip as the real one)."""
-
-    def __init__(self, value):
-        self.ok, self.value, self.isolation, self.stdout = True, value, "in-process (test)", ""
-        self.error_kind = self.error_message = None
-
 
 # tiny tensors: a second torch thread costs more than it saves (see conftest.one_torch_thread)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def grader():
-    g = Grader(PACK)
-    g._run = lambda payload, exercise: _InProcess(json.loads(json.dumps(runner.grade_job(payload), default=str)))
-    return g
-
-
-@pytest.fixture
-def blank_cases_only(monkeypatch):
-    """Drop scope="full" cases (toy-grpo's training run): per-blank verdicts never use them."""
-    load = runner.load_cases
-    monkeypatch.setattr(runner, "load_cases", lambda d: [c for c in load(d) if c.scope == "all"])
+def grader(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home")))
+    g = Grader(PACK, warm=True)
+    yield g
+    g.close()
+    mp.undo()
 
 
 def _reference_fills(ex) -> list[str]:
@@ -122,7 +114,8 @@ def _reference_fills(ex) -> list[str]:
 def test_pack_lists_every_exercise_folder():
     folders = sorted(p.name for p in PACK_DIR.iterdir() if (p / "exercise.toml").is_file())
     assert sorted(PACK.exercises) == folders
-    assert list(PACK.exercises) == ["concepts", "dpo-loss", "grpo-advantages", "grpo-loss", "reward-model", "toy-grpo"]
+    assert list(PACK.exercises)[:6] == ["concepts", "dpo-loss", "grpo-advantages", "grpo-loss", "reward-model",
+                                        "toy-grpo"]
 
 
 @pytest.mark.parametrize("path", sorted(PACK_DIR.rglob("*.toml")), ids=lambda p: str(p.relative_to(PACK_DIR)))
@@ -175,7 +168,7 @@ def test_reference_passes(grader, eid):
     v = grader.check(eid, fills=_reference_fills(ex), run_main=True)
     assert v["passed"], [c["message"] for c in v["cases"] if not c["passed"]] or v["error"]
     assert all(b["passed"] is True for b in v["blanks"])
-    FIGURES[eid](v["stdout"])
+    FIGURES.get(eid, _runs)(v["stdout"])
 
 
 @pytest.mark.parametrize("eid", [_slow_if_training(e) for e in CODE])
@@ -184,30 +177,30 @@ def test_solution_file_runs_as_a_script(eid):
     with contextlib.redirect_stdout(out):
         runpy.run_path(str(PACK.get(eid).path / "solution.py"), run_name="__main__")
     torch.set_num_threads(1)  # toy-grpo's script sets it too; keep the module's setting either way
-    FIGURES[eid](out.getvalue())
+    FIGURES.get(eid, _runs)(out.getvalue())
 
 
 # -- 2. templates fail as shipped -------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("eid", CODE)
-def test_template_fails_as_shipped(grader, blank_cases_only, eid, lang):
+def test_template_fails_as_shipped(grader, eid, lang):
     ex = PACK.get(eid)
     tmpl = template_for(ex, lang)
     assert tmpl.count(bl.PLACEHOLDER) == len(bl.find_blanks(ex.solution_source))
     assert "BLANK" not in tmpl
-    v = grader.check(eid, code=tmpl, lang=lang, run_main=False)
+    v = grader.check(eid, code=tmpl, lang=lang, run_main=False, quick=True)
     assert not v["passed"]
     assert [b["message"] for b in v["blanks"]] == [msg("empty", lang)] * len(v["blanks"])
 
 
 # -- 3. every misconception is caught on its own blank with its own feedback ------------------------
 @pytest.mark.parametrize(("eid", "mid"), MISCONCEPTIONS, ids=[f"{e}:{m}" for e, m in MISCONCEPTIONS])
-def test_misconception_is_recognised(grader, blank_cases_only, eid, mid):
+def test_misconception_is_recognised(grader, eid, mid):
     ex = PACK.get(eid)
     m = next(m for m in ex.misconceptions if m.id == mid)
     fills = _reference_fills(ex)
     fills[m.blank - 1] = m.fill
-    v = grader.check(eid, fills=fills, lang="zh", run_main=False)
+    v = grader.check(eid, fills=fills, lang="zh", run_main=False, quick=True)
     assert not v["passed"]
     entry = v["blanks"][m.blank - 1]
     assert entry["passed"] is False
@@ -222,12 +215,12 @@ def test_every_code_exercise_lists_equivalents():
 
 
 @pytest.mark.parametrize(("eid", "blank", "fill"), EQUIVALENTS, ids=[f"{e}:{b}:{f}" for e, b, f in EQUIVALENTS])
-def test_equivalent_fills_pass(grader, blank_cases_only, eid, blank, fill):
+def test_equivalent_fills_pass(grader, eid, blank, fill):
     ex = PACK.get(eid)
     fills = _reference_fills(ex)
     assert fill != fills[blank - 1]
     fills[blank - 1] = fill
-    v = grader.check(eid, fills=fills, run_main=False)
+    v = grader.check(eid, fills=fills, run_main=False, quick=True)
     assert v["passed"], ([c["message"] for c in v["cases"] if not c["passed"]],
                          [b["message"] for b in v["blanks"] if b["passed"] is not True], v["error"])
     assert all(b["passed"] is True for b in v["blanks"])

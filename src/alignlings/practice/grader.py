@@ -305,13 +305,16 @@ class Grader:
 
     # -- grading ----------------------------------------------------------------------------
     def check(self, exercise_id: str, code: str | None = None, *, fills: list[str] | None = None,
-              lang: str = "en", run_main: bool = True) -> dict[str, Any]:
+              lang: str = "en", run_main: bool = True, quick: bool = False) -> dict[str, Any]:
+        """Grade a whole file (``code``) or one fill per blank (``fills``). ``quick=True`` leaves out
+        the whole-file-only cases (``scope="full"``, e.g. a training run): the verdict then covers
+        the per-blank cases alone, for fast feedback while typing and for proving misconceptions."""
         exercise = self.pack.get(exercise_id)
         if not exercise.is_code:
             raise PackError(f"exercise: {exercise_id!r} is a quiz; answer it with `alignlings quiz`")
         sub = self.submission(exercise, code, fills)
         with self._session(exercise):
-            return self._check(exercise, sub, lang, run_main)
+            return self._check(exercise, sub, lang, run_main, quick)
 
     @contextlib.contextmanager
     def _session(self, exercise: Exercise):
@@ -330,7 +333,8 @@ class Grader:
             self._session_state.server = None
             server.close()
 
-    def _check(self, exercise: Exercise, sub: Submission, lang: str, run_main: bool) -> dict[str, Any]:
+    def _check(self, exercise: Exercise, sub: Submission, lang: str, run_main: bool,
+               quick: bool = False) -> dict[str, Any]:
         source, blanks = exercise.solution_source, self.blanks(exercise)
         started = time.perf_counter()
         check = self._check_source(exercise)
@@ -343,24 +347,25 @@ class Grader:
                 skipped[b.index] = True  # textually the reference: no need to run it alone
             else:
                 splices[b.index] = bl.splice(source, blanks, b.index, fill)
-        trusted_future = self._pool.submit(self.trusted, exercise)
-        learner_future = self._pool.submit(self._run, RUN_CASES, {"check": check, "code": sub.code, "cases": None,
-                                                                  "run_main": run_main}, exercise)
-        trusted = trusted_future.result()
+        trusted = self.trusted(exercise)
         blank_names = [m["name"] for m in trusted.blank_cases()]
+        names = blank_names if quick else trusted.names
+        learner_future = self._pool.submit(self._run, RUN_CASES, {"check": check, "code": sub.code, "cases": names,
+                                                                  "run_main": run_main}, exercise)
         splice_futures = {i: self._pool.submit(self._run, RUN_CASES, {"check": check, "code": code,
                                                                        "cases": blank_names, "run_main": False},
                                                exercise)
                           for i, code in splices.items()}
         learner = learner_future.result()
-        verdict = self._judge_learner(exercise, trusted, learner, check, lang)
+        verdict = self._judge_learner(exercise, trusted, learner, check, lang, names)
         blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i)
                           for i, f in splice_futures.items()}
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
         return verdict
 
-    def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str) -> dict:
+    def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str,
+                       names: list[str]) -> dict:
         verdict: dict[str, Any] = {"exercise": exercise.id, "passed": False, "blanks": [], "cases": [],
                                    "error": None, "isolation": result.isolation, "stdout": result.stdout or ""}
         if not result.ok:
@@ -375,12 +380,12 @@ class Grader:
         if value["load_error"]:
             verdict["error"] = {"kind": "exception", "message": str(value["load_error"])[:4000]}
             return verdict
-        got, problem = _decode_cases(value["cases"], trusted.names)
+        got, problem = _decode_cases(value["cases"], names)
         if problem:
             verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
             return verdict
-        judged = self._predicates(exercise, check, trusted, value["cases"], got, trusted.names)
-        for m in trusted.meta:
+        judged = self._predicates(exercise, check, trusted, value["cases"], got, names)
+        for m in (m for m in trusted.meta if m["name"] in got):
             r = self._case_result(m, got[m["name"]], trusted.expected[m["name"]], judged.get(m["name"]))
             verdict["cases"].append({"name": m["name"], "label": m.get("label") or {}, "kind": m["kind"],
                                      "passed": r["passed"], "message": describe_case(r, lang)})
