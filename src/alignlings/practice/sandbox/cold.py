@@ -1,0 +1,189 @@
+"""The cold path: a fresh interpreter per job, inside bubblewrap where it works."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from alignlings.practice.sandbox.limits import _JOB_UID_BASE, Limits, SandboxResult, SandboxUnavailable
+from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _under, _visible_paths
+from alignlings.practice.sandbox.supervisor import (
+    _check_call,
+    _job_request,
+    _JobDir,
+    _result,
+    _supervise,
+    _usage_of_session,
+    _wait_nohang,
+)
+
+_COLD_CODE = "import sys; from alignlings.practice.sandbox.job import _cold_main; _cold_main(int(sys.argv[1]))"
+
+
+_cold_probes: dict[str, tuple[bool, str, dict]] = {}
+
+
+_cold_lock = threading.Lock()
+
+
+def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str], limits: Limits,
+                   result_fd: int, bwrap: str) -> list[str]:
+    binds, links = _visible_paths(python_path, readonly)
+    cmd = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+           "--unshare-cgroup-try", "--hostname", "sandbox", "--dev", "/dev", "--proc", "/proc"]
+    if _bwrap_has_size(bwrap):
+        cmd += ["--size", str(limits.file_size_bytes)]
+    cmd += ["--perms", "1777", "--tmpfs", "/tmp"]  # before the binds: an import path may live under /tmp
+    # bwrap would create the directories above each bind with the host's modes (/root: 0700),
+    # which the job's uid could not pass through
+    parents = {str(a) for p in [*binds, *(link for link, _ in links), jd.work] for a in Path(p).parents}
+    for path in sorted(parents - {"/", "/tmp"}, key=lambda p: p.count("/")):
+        if not _under(path, binds):
+            cmd += ["--perms", "0755", "--dir", path]
+    for path in binds:
+        cmd += ["--ro-bind", path, path]
+    for path in _masks(binds):
+        cmd += ["--tmpfs", path, "--remount-ro", path]
+    for link, target in links:
+        cmd += ["--symlink", target, link]
+    if _bwrap_has_size(bwrap):  # the work dir: a tmpfs capped at disk_bytes, not the host's disk
+        cmd += ["--perms", "0755", "--size", str(limits.disk_bytes), "--tmpfs", jd.work]
+    else:
+        cmd += ["--bind", jd.work, jd.work]
+    cmd += ["--chdir", jd.work, "--", sys.executable, "-c", _COLD_CODE, str(result_fd)]
+    return cmd
+
+
+_bwrap_size: dict[str, bool] = {}
+
+
+def _bwrap_has_size(bwrap: str) -> bool:
+    if bwrap not in _bwrap_size:
+        try:
+            text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+        _bwrap_size[bwrap] = "--size" in text
+    return _bwrap_size[bwrap]
+
+
+def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str] | None,
+                python_path: list[str], readonly: Sequence[str], use_bwrap: bool, isolation_text: str) -> SandboxResult:
+    started = time.monotonic()
+    with _JobDir(files) as jd:
+        req = _job_request(target, payload, limits, jd, python_path)
+        req["namespaces"] = use_bwrap
+        res_r, res_w = os.pipe()
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        if use_bwrap:
+            cmd = _bwrap_command(jd, python_path, readonly, limits, res_w, shutil.which("bwrap") or "bwrap")
+        else:
+            cmd = [sys.executable, "-c", _COLD_CODE, str(res_w)]
+        try:
+            proc = subprocess.Popen(cmd, stdin=in_r, stdout=out_w, stderr=out_w, env=req["env"], cwd=jd.work,
+                                    start_new_session=True, close_fds=True, pass_fds=(res_w,))
+        finally:
+            for fd in (res_w, in_r, out_w):
+                os.close(fd)
+        if use_bwrap and os.geteuid() == 0:
+            req["uid"] = _JOB_UID_BASE + proc.pid  # the uid is set inside, by the still-privileged runner
+
+        def kill() -> None:
+            for fn in (os.killpg, os.kill):  # the group first; bwrap's --die-with-parent does the rest
+                try:
+                    fn(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # old kernel: the 0.1 s memory poll wakes us instead
+            pidfd = None
+        try:
+            outcome = _supervise(out_fd=out_r, result_fd=res_r, limits=limits, kill=kill,
+                                 collect_exit=lambda: _wait_nohang(proc.pid), wake_fd=pidfd,
+                                 usage=lambda: _usage_of_session(proc.pid), poll_every=0.05,
+                                 stdin_fd=in_w, stdin_data=json.dumps(req).encode())
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the job's process group
+            except ProcessLookupError:
+                pass
+            if proc.returncode is None:
+                try:
+                    os.waitpid(proc.pid, 0)
+                except ChildProcessError:
+                    pass
+                proc.returncode = -1  # reaped by us; stops Popen from waiting on a reused pid
+            os.close(out_r)
+            os.close(res_r)
+        return _result(outcome, limits, isolation_text, started, signal_from_exit_code=use_bwrap)
+
+
+def _cold_probe(mode: str) -> tuple[bool, str, dict]:
+    """Whether `mode` ("bubblewrap" or "rlimits") works here and what it applies; run once, cached."""
+    with _cold_lock:
+        if mode in _cold_probes:
+            return _cold_probes[mode]
+        if mode == "bubblewrap" and shutil.which("bwrap") is None:
+            answer = (False, "bwrap not found on PATH", {})
+        else:
+            try:
+                r = _cold_spawn("alignlings.practice.sandbox.job:_probe_job", {}, Limits(wall_seconds=60), None,
+                                _python_path(), (), mode == "bubblewrap", mode)
+            except OSError as exc:
+                r = None
+                answer = (False, f"{type(exc).__name__}: {exc}", {})
+            if r is not None:
+                if r.ok:
+                    probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"]}
+                    answer = (True, "", probe)
+                else:
+                    lines = (r.stdout.strip() or r.error_message or "").strip().splitlines()
+                    answer = (False, lines[-1] if lines else r.error_kind or "failed", {})
+        _cold_probes[mode] = answer
+        return answer
+
+
+def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_files: dict[str, str] | None = None,
+            isolation: str = "auto", extra_pythonpath: Sequence[str] = (),
+            readonly_paths: Sequence[str] = ()) -> SandboxResult:
+    """Run ``target(payload)`` ("package.module:function") in a fresh Python process and return its
+    JSON-serialisable value, or a plain reason why it failed.
+
+    isolation: "auto" (bubblewrap where it works, else rlimits only), "bubblewrap" (raise
+    SandboxUnavailable where it does not work; "namespaces", the warm path's word, means the
+    same) or "rlimits". ``workdir_files`` (relative path ->
+    text) are written into the job's work dir first; ``extra_pythonpath`` directories are importable
+    and ``readonly_paths`` readable (everything else of the host is hidden under bubblewrap)."""
+    _check_call(target, payload)
+    if isolation not in ("auto", "bubblewrap", "namespaces", "rlimits"):
+        raise ValueError(f"isolation: expected 'auto', 'bubblewrap' or 'rlimits', got {isolation!r}")
+    isolation = "bubblewrap" if isolation == "namespaces" else isolation  # one word for "isolated" on both paths
+    mode, text, probe = "rlimits", "", {}
+    if isolation in ("auto", "bubblewrap"):
+        works, why, probe = _cold_probe("bubblewrap")
+        if works:
+            mode, text = "bubblewrap", _describe("bubblewrap", _features(True, probe, limits.processes))
+        elif isolation == "bubblewrap":
+            raise SandboxUnavailable(f"bubblewrap does not work here: {why}")
+        else:
+            text = f"rlimits only (bubblewrap unavailable: {why})"
+    else:
+        text = "rlimits only (asked for)"
+    if mode == "rlimits":
+        _, _, probe = _cold_probe("rlimits")
+        text += "; " + ", ".join(_features(False, probe, limits.processes))
+    return _cold_spawn(target, payload, limits, workdir_files, _python_path(extra_pythonpath), readonly_paths,
+                       mode == "bubblewrap", text)

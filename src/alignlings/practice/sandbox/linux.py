@@ -1,0 +1,144 @@
+"""Linux primitives through ctypes: namespaces, mounts, prctl, pivot_root and the seccomp filter."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import re
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+
+
+CLONE_NEWPID, CLONE_NEWNET, CLONE_THREAD = 0x20000000, 0x40000000, 0x00010000
+
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+
+
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+
+
+MNT_DETACH = 2
+
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
+
+
+_MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                       "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+
+
+_ARCHES = {
+    "x86_64": {"audit": 0xC000003E, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59,
+               "execveat": 322, "seccomp": 317, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True},
+    "aarch64": {"audit": 0xC00000B7, "fork": None, "vfork": None, "clone": 220, "clone3": 435, "execve": 221,
+                "execveat": 281, "seccomp": 277, "pivot_root": 41, "unshare": 97, "setns": 268, "x32": False},
+}
+
+
+_ARCH = _ARCHES.get(platform.machine())
+
+
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    _libc.unshare.argtypes = [ctypes.c_int]
+    _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+except (OSError, AttributeError):  # not glibc/Linux: namespaces and seccomp are simply unavailable
+    _libc = None
+
+
+def _oserror(what: str) -> OSError:
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _unshare(flags: int) -> None:
+    if _libc is None or _libc.unshare(flags) != 0:
+        raise _oserror("unshare") if _libc else OSError(errno.ENOSYS, "unshare: no libc")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: None if s is None else os.fsencode(s))
+    if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        raise _oserror(f"mount {target}")
+
+
+def _prctl(option: int, arg: int) -> None:
+    if _libc is None or _libc.prctl(option, arg, 0, 0, 0) != 0:
+        raise _oserror("prctl") if _libc else OSError(errno.ENOSYS, "prctl: no libc")
+
+
+def _pivot_root_here() -> None:
+    """Make the current directory the root (the pivot_root(".", ".") idiom) and drop the old one."""
+    if _ARCH is None or _libc.syscall(_ARCH["pivot_root"], b".", b".") != 0:
+        raise _oserror("pivot_root") if _ARCH else OSError(errno.ENOSYS, "pivot_root: unknown architecture")
+    if _libc.umount2(b".", MNT_DETACH) != 0:
+        raise _oserror("umount old root")
+    os.chdir("/")
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _seccomp_program(arch: dict) -> list[tuple[int, int, int, int]]:
+    """A classic-BPF filter: kill the process on fork, vfork, execve(at) and on clone without
+    CLONE_THREAD; clone3 answers ENOSYS (its flags sit behind a pointer BPF cannot read), which
+    makes glibc fall back to clone for threads, so threads keep working; unshare and setns answer
+    EPERM (no new user, mount or network namespace from inside a job)."""
+    ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    kill, allow, enosys = 0x80000000, 0x7FFF0000, 0x00050000 | errno.ENOSYS  # RET_KILL_PROCESS, ALLOW, ERRNO
+    eperm = 0x00050000 | errno.EPERM
+    prog = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch["audit"]), (ret, 0, 0, kill), (ld_abs, 0, 0, 0)]
+    if arch["x32"]:  # x32 syscalls alias the x86_64 numbers with this bit set
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]
+    for name in ("fork", "vfork", "execve", "execveat"):
+        if arch[name] is not None:
+            prog += [(jeq, 0, 1, arch[name]), (ret, 0, 0, kill)]
+    prog += [(jeq, 0, 1, arch["clone3"]), (ret, 0, 0, enosys)]
+    for name in ("unshare", "setns"):
+        prog += [(jeq, 0, 1, arch[name]), (ret, 0, 0, eperm)]
+    prog += [(jeq, 0, 2, arch["clone"]),  # not clone: allow
+             (ld_abs, 0, 0, 16),  # low 32 bits of args[0], the flags (little-endian)
+             (jset, 0, 1, CLONE_THREAD),
+             (ret, 0, 0, allow),
+             (ret, 0, 0, kill)]
+    return prog
+
+
+def _install_seccomp() -> None:
+    if _ARCH is None or _libc is None:
+        raise OSError(errno.ENOSYS, f"seccomp: no filter for {platform.machine()}")
+    prog = _seccomp_program(_ARCH)
+    filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
+    fprog = _SockFprog(len(prog), filters)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    # seccomp(SET_MODE_FILTER, TSYNC) covers every thread; the older prctl form only this one.
+    if _libc.syscall(_ARCH["seccomp"], 1, 1, ctypes.byref(fprog)) != 0:
+        if _libc.prctl(PR_SET_SECCOMP, 2, ctypes.addressof(fprog), 0, 0) != 0:
+            raise _oserror("seccomp")
+
+
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
+
+
+def _mounts() -> list[tuple[str, int]]:
+    """(mount point, flags to keep) for every mount this process sees."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+            flags = 0
+            for opt in fields[5].split(","):
+                flags |= _MOUNT_OPTION_FLAGS.get(opt, 0)
+            out.append((point, flags))
+    return out
