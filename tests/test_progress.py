@@ -279,9 +279,9 @@ def test_export_import_round_trip(tmp_path):
     with ProgressStore(tmp_path / "a.sqlite3") as a, ProgressStore(tmp_path / "b.sqlite3") as b:
         _fill(a)
         data = json.loads(json.dumps(a.export(), ensure_ascii=False))  # through a file: JSON-able
-        assert data["format"] == "alignlings-progress" and data["version"] == 2
+        assert data["format"] == "alignlings-progress" and data["version"] == 3
         counts = b.import_(data)
-        assert counts == {"attempts": 2, "events": 4, "quiz_answers": 1, "cloze": 1, "settings": 2}
+        assert counts == {"attempts": 2, "events": 4, "quiz_answers": 1, "cloze": 1, "settings": 2, "review_log": 0}
         assert b.summary() == a.summary()
         assert b.quiz_answers() == a.quiz_answers()
         assert b.cloze_stats("dpo-loss") == a.cloze_stats("dpo-loss")
@@ -464,7 +464,7 @@ def test_export_carries_the_pack_and_a_version_1_file_imports_as_builtin(tmp_pat
     with ProgressStore(tmp_path / "a.sqlite3") as a, ProgressStore(tmp_path / "b.sqlite3") as b:
         a.record_attempt("dpo-loss", verdict(True), code="x", pack="ipo-course")
         data = a.export()
-        assert data["version"] == 2 and data["attempts"][0]["pack"] == "ipo-course"
+        assert data["version"] == 3 and data["attempts"][0]["pack"] == "ipo-course"
         b.import_(data)
         assert b.summary("ipo-course")["dpo-loss"]["solved"] and "dpo-loss" not in b.summary()
         old = {"format": "alignlings-progress", "version": 1, "attempts": [

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 EXPORT_FORMAT = "alignlings-progress"
-EXPORT_VERSION = 2  # 2: rows carry "pack"; version 1 files are read as the built-in pack's
+EXPORT_VERSION = 3  # 2: rows carry "pack"; 3: "review_log" (spaced review); older files import as before
 DEFAULT_PACK = "dpo-grpo"  # the built-in pack's id (alignlings.practice.pack.BUILTIN_PACK_ID)
 BUSY_TIMEOUT_MS = 30_000
 DB_NAME = "progress.sqlite3"
@@ -181,7 +181,36 @@ def _v3(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite3.Connection) -> None:
+    """Spaced review (alignlings.practice.review): an append-only log of reviews, and each item's
+    scheduler state, which is derived from its log (``n_logs`` says how many rows it folds in)."""
+    _script(db, """
+        CREATE TABLE review_log (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL UNIQUE,
+            pack TEXT NOT NULL,
+            item TEXT NOT NULL,
+            rating INTEGER NOT NULL,
+            reviewed_at TEXT NOT NULL,
+            source TEXT NOT NULL,
+            duration_ms INTEGER,
+            answer TEXT NOT NULL DEFAULT ''
+        );
+        CREATE TABLE review_state (
+            pack TEXT NOT NULL,
+            item TEXT NOT NULL,
+            card TEXT NOT NULL,
+            due TEXT NOT NULL,
+            n_logs INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (pack, item)
+        );
+        CREATE INDEX review_log_item ON review_log (pack, item, reviewed_at);
+        CREATE INDEX review_state_due ON review_state (pack, due);
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -417,6 +446,72 @@ class ProgressStore:
             s["due"] = cloze_due(s["seen"], s["wrong"], s["streak"])
         return stats
 
+    # -- spaced review ---------------------------------------------------------------------------
+    # The log is the truth; a state row is the scheduler's card after replaying its item's log.
+    # Every write inserts log rows and recomputes the touched items' states in one transaction,
+    # from the whole log read under the write lock, so concurrent writers never lose a review.
+    def record_reviews(self, rows: list[dict], replay: Callable[[list[dict]], tuple[str, str]], *,
+                       pack: str = DEFAULT_PACK) -> int:
+        """Append review rows (``item``, ``rating`` 1-4, ``reviewed_at`` ISO 8601, optional ``uuid``,
+        ``source``, ``duration_ms``, ``answer``) and refresh each touched item's state with
+        ``replay(logs) -> (card_json, due_iso)``; returns how many rows were new (a uuid already
+        stored is skipped, so replaying history twice adds nothing)."""
+        pack = _pack(pack)
+        prepared = []
+        for i, r in enumerate(rows):
+            w = f"rows[{i}]"
+            if not isinstance(r, dict):
+                raise ValueError(f"{w}: expected a dict, got {type(r).__name__}")
+            item = _field(r, "item", str, w)
+            rating = _field(r, "rating", int, w)
+            if not 1 <= rating <= 4:
+                raise ValueError(f"{w}.rating: expected 1 (again) to 4 (easy), got {rating}")
+            duration = r.get("duration_ms")
+            if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int) or duration < 0):
+                raise ValueError(f"{w}.duration_ms: expected a non-negative int or None, got {duration!r}")
+            prepared.append((str(r.get("uuid") or uuidlib.uuid4()), pack, item, rating,
+                             _utc_iso(r.get("reviewed_at"), w + ".reviewed_at"), str(r.get("source", "review")),
+                             duration, str(r.get("answer", ""))[:4000]))
+
+        def insert(db):
+            before = db.total_changes
+            db.executemany("INSERT OR IGNORE INTO review_log (uuid, pack, item, rating, reviewed_at, source, "
+                           "duration_ms, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", prepared)
+            added = db.total_changes - before
+            if added:
+                _refresh_states(db, pack, sorted({r[2] for r in prepared}), replay)
+            return added
+
+        return self._write(insert)
+
+    def refresh_review_states(self, replay: Callable[[list[dict]], tuple[str, str]], *,
+                              pack: str = DEFAULT_PACK) -> int:
+        """Recompute the states whose log has rows they do not fold in (after an import); returns how many."""
+        pack = _pack(pack)
+
+        def refresh(db):
+            stale = [r[0] for r in db.execute(
+                "SELECT l.item FROM review_log l LEFT JOIN review_state s ON s.pack = l.pack AND s.item = l.item "
+                "WHERE l.pack = ? GROUP BY l.item HAVING COUNT(*) != COALESCE(MAX(s.n_logs), -1)", (pack,))]
+            _refresh_states(db, pack, stale, replay)
+            return len(stale)
+
+        return self._write(refresh)
+
+    def review_log(self, *, pack: str = DEFAULT_PACK, item: str | None = None) -> list[dict]:
+        """Review rows, oldest first (one item's, or the pack's)."""
+        sql, args = "SELECT * FROM review_log WHERE pack = ?", [_pack(pack)]
+        if item is not None:
+            sql, args = sql + " AND item = ?", args + [item]
+        return [_review_row(r) for r in self._read(sql + " ORDER BY reviewed_at, id", tuple(args))]
+
+    def review_states(self, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
+        """item -> ``card`` (the scheduler's JSON), ``due`` (ISO 8601 UTC), ``n_logs``, ``updated_at``."""
+        rows = self._read("SELECT item, card, due, n_logs, updated_at FROM review_state WHERE pack = ?",
+                          (_pack(pack),))
+        return {r["item"]: {"card": r["card"], "due": r["due"], "n_logs": r["n_logs"],
+                            "updated_at": r["updated_at"]} for r in rows}
+
     # -- summary ---------------------------------------------------------------------------------
     def summary(self, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """exercise -> ``solved``, ``attempts``, ``hints``, ``revealed``, ``solved_at``, ``last_attempt_at``,
@@ -479,8 +574,9 @@ class ProgressStore:
 
     # -- export / import -------------------------------------------------------------------------
     def export(self) -> dict:
-        """Everything, as JSON-able data: ``{"format": "alignlings-progress", "version": 2, ...}``
-        (every row names its ``pack``)."""
+        """Everything, as JSON-able data: ``{"format": "alignlings-progress", "version": 3, ...}``
+        (every row names its ``pack``). Review states are not exported: they are derived from
+        ``review_log``, and rebuilt from it after an import (``refresh_review_states``)."""
         db = self._db()
         db.execute("BEGIN")  # one consistent snapshot
         try:
@@ -499,10 +595,12 @@ class ProgressStore:
                      for r in db.execute("SELECT * FROM cloze_results ORDER BY created_at, id")]
             settings = {r["key"]: {"value": json.loads(r["value"]), "updated_at": r["updated_at"]}
                         for r in db.execute("SELECT * FROM settings ORDER BY key")}
+            reviews = [_review_row(r) for r in db.execute("SELECT * FROM review_log ORDER BY reviewed_at, id")]
         finally:
             db.execute("COMMIT")
         return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": utcnow(),
-                "attempts": attempts, "events": events, "quiz_answers": quiz, "cloze": cloze, "settings": settings}
+                "attempts": attempts, "events": events, "quiz_answers": quiz, "cloze": cloze, "settings": settings,
+                "review_log": reviews}
 
     def import_(self, data: dict, *, exercises: Collection[str] | None = None,
                 questions: Collection[str] | None = None, packs: Collection[str] | None = None) -> dict:
@@ -536,7 +634,7 @@ class ProgressStore:
 
         counts = self._write(merge)
         return {"attempts": counts["attempts"], "events": counts["events"], "quiz_answers": counts["quiz_answers"],
-                "cloze": counts["cloze_results"], "settings": counts["settings"]}
+                "cloze": counts["cloze_results"], "settings": counts["settings"], "review_log": counts["review_log"]}
 
 
 _TABLES = {
@@ -544,7 +642,31 @@ _TABLES = {
     "events": ("uuid", "pack", "exercise", "kind", "created_at"),
     "quiz_answers": ("uuid", "pack", "question_id", "choice", "correct", "created_at"),
     "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
+    "review_log": ("uuid", "pack", "item", "rating", "reviewed_at", "source", "duration_ms", "answer"),
 }
+REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz")  # an item key is "KIND/..." (practice.review)
+
+
+def _review_row(r: sqlite3.Row) -> dict:
+    return {"uuid": r["uuid"], "pack": r["pack"], "item": r["item"], "rating": r["rating"],
+            "reviewed_at": r["reviewed_at"], "source": r["source"], "duration_ms": r["duration_ms"],
+            "answer": r["answer"]}
+
+
+def _refresh_states(db: sqlite3.Connection, pack: str, items: list[str],
+                    replay: Callable[[list[dict]], tuple[str, str]]) -> None:
+    now = utcnow()
+    for item in items:
+        logs = [_review_row(r) for r in db.execute(
+            "SELECT * FROM review_log WHERE pack = ? AND item = ? ORDER BY reviewed_at, id", (pack, item))]
+        if not logs:
+            db.execute("DELETE FROM review_state WHERE pack = ? AND item = ?", (pack, item))
+            continue
+        card, due = replay(logs)
+        db.execute("INSERT INTO review_state (pack, item, card, due, n_logs, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+                   "ON CONFLICT (pack, item) DO UPDATE SET card = excluded.card, due = excluded.due, "
+                   "n_logs = excluded.n_logs, updated_at = excluded.updated_at",
+                   (pack, item, card, _utc_iso(due, "replay due"), len(logs), now))
 
 
 def _pack(pack: Any) -> str:
@@ -694,6 +816,28 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
                                      "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
                                      "correct": int(_field(r, "correct", bool, w)),
                                      "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
+    for i, r in enumerate(_rows(data, "review_log")):
+        w = f"review_log[{i}]"
+        item = _field(r, "item", str, w)
+        kind, sep, rest = item.partition("/")
+        if not sep or kind not in REVIEW_KINDS or not rest or len(item) > 400:
+            raise ValueError(f"{w}.item: expected KIND/..., KIND one of {', '.join(REVIEW_KINDS)}, got {item[:80]!r}")
+        if kind == "quiz":
+            _known(rest, questions, "a quiz question", w + ".item")
+        else:
+            _known(rest.split("/")[0], exercises, "an exercise", w + ".item")
+        rating = _field(r, "rating", int, w)
+        if not 1 <= rating <= 4:
+            raise ValueError(f"{w}.rating: expected 1 (again) to 4 (easy), got {rating}")
+        duration = r.get("duration_ms")
+        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int)
+                                     or not 0 <= duration < 1 << 40):
+            raise ValueError(f"{w}.duration_ms: expected a non-negative int or null, got {duration!r}")
+        out["review_log"].append({"uuid": _uuid(r, w), "pack": pack_of(r, w), "item": item, "rating": rating,
+                                  "reviewed_at": _utc_iso(r.get("reviewed_at"), w + ".reviewed_at"),
+                                  "source": _field(r, "source", str, w) if "source" in r else "review",
+                                  "duration_ms": duration,
+                                  "answer": _field(r, "answer", str, w) if "answer" in r else ""})
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
         raise ValueError(f"settings: expected an object, got {type(settings).__name__}")
