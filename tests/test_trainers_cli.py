@@ -90,3 +90,18 @@ def test_example_configs_are_valid():
         raw = configs.read_toml(path)
         assert raw["model"] and raw["dataset"]
         configs.load_config(classes[kind], raw[kind])
+
+
+def test_model_path_errors_name_the_option(files, tmp_path):
+    from transformers import T5Config
+
+    config = _config(files, "dpo", "pairs.jsonl", {"max_steps": 1})
+    missing = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--model", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "--model" in missing.output and "not a folder" in missing.output
+    T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=1, vocab_size=20).save_pretrained(tmp_path / "t5")
+    wrong = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--model", str(tmp_path / "t5")])
+    assert wrong.exit_code == 2 and "not a causal LM" in wrong.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bare = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--model", str(empty)])
+    assert bare.exit_code == 2 and "config.json" in bare.output

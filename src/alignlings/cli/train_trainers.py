@@ -51,16 +51,44 @@ def _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume) -
     return values
 
 
+def _is_main_process() -> bool:
+    """Process 0 under torchrun (or a single process): the only one that draws bars and prints."""
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
+
+
 def _load_model(spec: str, seed: int):
-    """(tokenizer, causal LM) from a folder, or the toy task's warmed-up tiny GPT-2."""
+    """(tokenizer, causal LM) from a local folder, or the toy task's warmed-up tiny GPT-2.
+
+    Raises ``typer.BadParameter`` naming ``--model`` when the folder is missing, has no readable
+    ``config.json``, or holds a model that is not a causal LM (e.g. an encoder or a classifier)."""
     if spec == TOY:
         from alignlings.trainers import toy
 
-        tokenizer, model, _, _ = toy.warm_model(seed=0, progress=True)
+        tokenizer, model, _, _ = toy.warm_model(seed=0, progress=_is_main_process())
         return tokenizer, model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(spec), AutoModelForCausalLM.from_pretrained(spec)
+    if not Path(spec).is_dir():
+        raise typer.BadParameter(
+            f"--model: {spec!r} is not a folder; expected a save_pretrained folder of a causal LM (with "
+            "config.json, weights and tokenizer files) or toy:addition (Hub names are not fetched: training runs offline)")
+    try:
+        config = AutoConfig.from_pretrained(spec)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"--model: {spec} has no readable config.json ({exc})") from exc
+    try:
+        model = AutoModelForCausalLM.from_pretrained(spec)
+    except (ValueError, KeyError) as exc:
+        kinds = ", ".join(getattr(config, "architectures", None) or [config.model_type])
+        raise typer.BadParameter(
+            f"--model: {spec} holds a {kinds} model, not a causal LM (AutoModelForCausalLM cannot load it)") from exc
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec)
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"--model: {spec} has no tokenizer files ({exc})") from exc
+    return tokenizer, model
 
 
 def _load_dataset(spec: str, kind: str, model=None, tokenizer=None):
