@@ -43,6 +43,10 @@ def render_verdict(verdict: dict, lang: str, console) -> None:
         console.print(f"  [red]✗[/] {escape('[' + c['kind'] + ']')} {escape(c['message'])}")
     if len(failed) > SHOWN_FAILURES:
         console.print(f"  [dim]{L['more'][lang].format(n=len(failed) - SHOWN_FAILURES)}[/]")
+    if verdict.get("bug"):  # a spot-the-bug drill: changed lines, wrong fix, region hint, the story
+        from alignlings.practice.bugdrill import render_verdict as render_bug
+
+        render_bug(verdict, lang, console)
     if verdict.get("stdout"):
         console.print(Panel(escape(verdict["stdout"].rstrip()[-2000:]), title=L["output"][lang], expand=False))
     console.print(f"[dim]{L['isolation'][lang]}: {escape(verdict.get('isolation') or '')}[/]")

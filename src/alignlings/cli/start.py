@@ -19,6 +19,10 @@ MSG = {
                     "(or `alignlings watch {id}{pack}`).",
               "zh": "已写入 {path}。填好 _____ 空，然后运行 `alignlings check {id}{pack}`"
                     "（或 `alignlings watch {id}{pack}`）。"},
+    "wrote_bug": {"en": "wrote {path}: complete code with one real bug. Fix it, then run `alignlings check {id}{pack}` "
+                        "(or `alignlings watch {id}{pack}`).",
+                  "zh": "已写入 {path}：完整的代码，里面有一个真实的 bug。修好它，然后运行 `alignlings check {id}{pack}`"
+                        "（或 `alignlings watch {id}{pack}`）。"},
 }
 
 
@@ -52,4 +56,4 @@ def start(
         out.print(MSG["backup"][lang].format(path=backup(path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(template_for(ex, lang), encoding="utf-8")
-    out.print(escape(MSG["wrote"][lang].format(path=path, id=ex.key, pack=pack_args(pack))))
+    out.print(escape(MSG["wrote_bug" if ex.is_bug else "wrote"][lang].format(path=path, id=ex.key, pack=pack_args(pack))))

@@ -42,7 +42,7 @@ def check_texts(ex: Exercise) -> list[str]:
             problems.append(f"texts/{lang}.toml: empty explanation")
         if lang not in ex.title:
             problems.append(f"exercise.toml: title has no {lang!r}")
-        if ex.is_code:
+        if ex.kind == "code":
             n = len(bl.find_blanks(ex.solution_source))
             if len(texts.blanks) != n:
                 problems.append(f"texts/{lang}.toml: {len(texts.blanks)} blank descriptions for {n} blanks")
@@ -50,11 +50,13 @@ def check_texts(ex: Exercise) -> list[str]:
                 if len(hints) < MIN_BLANK_HINTS:
                     problems.append(f"texts/{lang}.toml: blank_hints for blank {i}: {len(hints)}, "
                                     f"expected at least {MIN_BLANK_HINTS}")
-    if ex.is_code:
+    if ex.kind == "code":
         given = {lang for lang in LANGS if _blank_hints(ex, lang)}
         if given and given != set(LANGS):
             problems.append(f"blank_hints given in {', '.join(sorted(given))} only, expected every language")
-    if ex.is_code:
+    if ex.is_bug:
+        pass  # wrong fixes and the story: bugdrill.check_bug_drill
+    elif ex.is_code:
         for m in ex.misconceptions:
             for lang in LANGS:
                 if not m.feedback.get(lang, "").strip():
@@ -76,6 +78,13 @@ def check_exercise(ex: Exercise, grader) -> Report:
     report = Report(ex.id)
     report.problems += check_texts(ex)
     report.checked.append("texts en+zh")
+    if ex.kind in ("bug", "bug-or-not"):  # spot-the-bug drills (alignlings.practice.bugdrill)
+        from alignlings.practice import bugdrill
+
+        problems, checked = (bugdrill.check_bug_drill(ex, grader) if ex.is_bug else bugdrill.check_bug_or_not(ex))
+        report.problems += problems
+        report.checked += checked
+        return report
     if not ex.is_code:
         return report
     from alignlings.practice.grader import template_for

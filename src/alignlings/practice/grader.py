@@ -82,6 +82,8 @@ class TrustedRun:
     meta: list[dict]
     expected: dict[str, CaseResult]
     misconceptions: dict[str, dict[str, CaseResult] | None] = field(default_factory=dict)
+    # bug drills: the buggy file ("buggy") and each known wrong fix ("w:<id>"), on every case
+    variants: dict[str, dict[str, CaseResult] | None] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -225,6 +227,10 @@ class Grader:
         for part in (exercise.id, exercise.solution_source, check,
                      json.dumps([[m.id, m.blank, m.fill] for m in exercise.misconceptions])):
             h.update(b"\0" + part.encode())
+        if exercise.is_bug:
+            from alignlings.practice.bugdrill import trusted_variants
+
+            h.update(b"\0" + json.dumps(trusted_variants(exercise), sort_keys=True).encode())
         return h.hexdigest()[:24]
 
     def trusted(self, exercise: Exercise) -> TrustedRun:
@@ -242,6 +248,10 @@ class Grader:
             variants = {"reference": bl.reference(source, blanks)}
             for m in exercise.misconceptions:
                 variants[f"m:{m.id}"] = bl.splice(source, blanks, m.blank, m.fill)
+            if exercise.is_bug:
+                from alignlings.practice.bugdrill import trusted_variants
+
+                variants.update(trusted_variants(exercise))
             result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}}, exercise,
                                trusted=True)
             if not result.ok:
@@ -277,7 +287,13 @@ class Grader:
                 continue
             decoded, problem = _decode_cases(res["cases"], names)
             miscs[m.id] = None if problem else decoded
-        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs)
+        extra: dict[str, dict[str, CaseResult] | None] = {}
+        for key, res in raw["variants"].items():
+            if key == "reference" or key.startswith("m:"):
+                continue
+            decoded, problem = ({}, "load error") if res["load_error"] else _decode_cases(res["cases"], names)
+            extra[key] = None if problem else decoded
+        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs, variants=extra)
 
     def _cache_file(self, exercise: Exercise, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in exercise.id)
@@ -311,7 +327,7 @@ class Grader:
         the per-blank cases alone, for fast feedback while typing and for proving misconceptions."""
         exercise = self.pack.get(exercise_id)
         if not exercise.is_code:
-            raise PackError(f"exercise: {exercise_id!r} is a quiz; answer it with `alignlings quiz`")
+            raise PackError(f"exercise: {exercise_id!r} is a {exercise.kind}; answer it with `alignlings quiz`")
         sub = self.submission(exercise, code, fills)
         with self._session(exercise):
             return self._check(exercise, sub, lang, run_main, quick)
@@ -361,6 +377,10 @@ class Grader:
         blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i)
                           for i, f in splice_futures.items()}
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
+        if exercise.is_bug:  # which lines changed, what still fails, the wrong fix it matches, the story
+            from alignlings.practice.bugdrill import annotate
+
+            annotate(exercise, trusted, learner, sub.code, verdict, lang, names)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
         return verdict
 
@@ -518,13 +538,18 @@ class Grader:
 
 
 def template_for(exercise: Exercise, lang: str = "en") -> str:
-    """The learner's template in ``lang``: generated from solution.py, never stored."""
+    """The learner's template in ``lang``: generated from solution.py, never stored (a ``bug``
+    drill's is its buggy.py)."""
+    if exercise.is_bug:
+        return exercise.buggy_source
     texts = exercise.texts(lang)
     source = exercise.solution_source
     return bl.template(source, bl.find_blanks(source), list(texts.blanks), texts.comments if lang != "en" else None)
 
 
 def solution_for(exercise: Exercise, lang: str = "en") -> str:
+    if exercise.is_bug:
+        return exercise.solution_source
     texts = exercise.texts(lang)
     source = exercise.solution_source
     return bl.reference(source, bl.find_blanks(source), texts.comments if lang != "en" else None)

@@ -54,6 +54,18 @@ class Equivalent:
 
 
 @dataclass(frozen=True)
+class WrongFix:
+    """A known wrong fix of a ``bug`` drill (``[[wrong_fix]]`` in misconceptions.toml): buggy.py with
+    ``find`` replaced by ``replace`` (or the whole ``file``), and the feedback it earns."""
+
+    id: str
+    feedback: dict[str, str]
+    find: str = ""
+    replace: str = ""
+    file: str = ""
+
+
+@dataclass(frozen=True)
 class QuizOption:
     text: dict[str, str]
     why: dict[str, str]
@@ -76,6 +88,7 @@ class Texts:
     comments: dict[str, str] = field(default_factory=dict)
     # per blank, hints from a nudge to the answer (``alignlings hint ID --blank N``, the web's hint button)
     blank_hints: tuple[tuple[str, ...], ...] = ()
+    story: str = ""  # ``bug`` drills: the real bug (repository, issue/PR, what users saw, the fix), shown once solved
 
 
 ExerciseTexts = Texts
@@ -102,7 +115,48 @@ class Exercise:
 
     @property
     def is_code(self) -> bool:
-        return self.kind == "code"
+        """Graded as a file by the grader: fill-in exercises ("code") and spot-the-bug drills ("bug")."""
+        return self.kind in ("code", "bug")
+
+    @property
+    def is_quiz(self) -> bool:
+        """Answered by choosing options: the concept quiz ("quiz") and "bug-or-not" drills."""
+        return self.kind in ("quiz", "bug-or-not")
+
+    @property
+    def is_bug(self) -> bool:
+        return self.kind == "bug"
+
+    @cached_property
+    def buggy_source(self) -> str:
+        """A ``bug`` drill's buggy.py: the learner's starting file."""
+        if not self.is_bug:
+            raise PackError(f"exercise {self.id!r} is a {self.kind}, it has no buggy.py")
+        path = self.path / "buggy.py"
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise PackError(f"{path}: file missing") from None
+
+    @cached_property
+    def wrong_fixes(self) -> tuple[WrongFix, ...]:
+        """``[[wrong_fix]]`` tables of a ``bug`` drill's misconceptions.toml."""
+        path = self.path / "misconceptions.toml"
+        if not self.is_bug or not path.exists():
+            return ()
+        items = []
+        for i, w in enumerate(_read_toml(path).get("wrong_fix", [])):
+            where = f"{path}: wrong_fix #{i + 1}"
+            try:
+                fix = WrongFix(id=str(w["id"]), feedback=_lang_dict(w["feedback"], where + " feedback"),
+                               find=str(w.get("find", "")), replace=str(w.get("replace", "")),
+                               file=str(w.get("file", "")))
+            except KeyError as exc:
+                raise PackError(f"{where}: missing field {exc.args[0]!r}") from None
+            if bool(fix.find) == bool(fix.file):
+                raise PackError(f"{where}: give either find/replace or file, expected exactly one")
+            items.append(fix)
+        return tuple(items)
 
     def texts(self, lang: str = "en") -> Texts:
         if lang not in LANGS:
@@ -123,6 +177,7 @@ class Exercise:
                     explanation=str(data.get("explanation", "")),
                     comments={str(k): str(v) for k, v in data.get("comments", {}).items()},
                     blank_hints=self._blank_hints(data.get("blank_hints", []), path),
+                    story=str(data.get("story", "")),
                 )
             except KeyError as exc:
                 raise PackError(f"{path}: missing field {exc.args[0]!r}") from None
@@ -184,6 +239,10 @@ class Exercise:
 
     @cached_property
     def quiz(self) -> tuple[QuizQuestion, ...]:
+        if self.kind == "bug-or-not":  # bugornot.toml, asked as two questions: bug or expected, then why
+            from alignlings.practice.bugdrill import bug_or_not_questions
+
+            return bug_or_not_questions(self)
         path = self.path / "quiz.toml"
         questions = []
         for i, q in enumerate(_read_toml(path).get("question", [])):
@@ -296,15 +355,19 @@ class Pack:
         return "\n\n".join(t for t in texts if t)
 
     def code_exercises(self) -> list[Exercise]:
-        return [e for e in self if e.is_code]
+        """The fill-in coding exercises (kind "code"; ``bug`` drills are graded files too, without blanks)."""
+        return [e for e in self if e.kind == "code"]
+
+
+KINDS = ("code", "quiz", "bug", "bug-or-not")
 
 
 def load_exercise(path: Path) -> Exercise:
     meta = _read_toml(path / "exercise.toml")
     where = f"{path / 'exercise.toml'}"
     kind = meta.get("kind", "code")
-    if kind not in ("code", "quiz"):
-        raise PackError(f"{where}: kind must be 'code' or 'quiz', got {kind!r}")
+    if kind not in KINDS:
+        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
     return Exercise(
         id=str(meta.get("id", path.name)),
         path=path,
