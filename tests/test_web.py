@@ -471,7 +471,7 @@ def test_a_full_queue_answers_429_at_once(tmp_path):
             t.join(10)
         assert results == [200, 200]
         assert c.get("/api/health").json()["checks"] == {"running": 0, "waiting": 0, "max_concurrent": 1,
-                                                         "max_queue": 1}
+                                                         "max_queue": 1, "max_per_client": 2, "clients": 0}
 
 
 def test_a_grader_crash_is_a_500_and_the_server_keeps_serving(tmp_path):

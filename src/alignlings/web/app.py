@@ -105,7 +105,8 @@ def _is_api(request: Request) -> bool:
 
 def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | None = None, token: str | None = None,
                grader=None, store=None, max_body_bytes: int = 1 << 20, max_concurrent_checks: int = 2,
-               max_queue: int = 8, check_wait_seconds: float = 120.0, max_toy_runs: int = 2,
+               max_queue: int = 8, check_wait_seconds: float = 120.0, max_checks_per_client: int = 2,
+               max_toy_runs: int = 2,
                warm_up: bool = True, allowed_hosts: list[str] | None = None,
                allow_import: bool | None = None) -> FastAPI:
     """Build the practice app.
@@ -120,6 +121,9 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
         max_concurrent_checks: gradings running at once (default 2).
         max_queue: gradings allowed to wait for a slot; one more is refused with 429 (default 8).
         check_wait_seconds: a grading that waits longer than this for a slot is refused with 429.
+        max_checks_per_client: gradings one client (remote address) may have running or waiting;
+            one more is refused with 429, and waiting gradings are served round-robin across
+            clients, so one client's slow checks cannot starve the others (default 2).
         max_toy_runs: toy GRPO runs training or waiting at once; one more gets 429. Only one
             trains at a time because torch's random generator is global to the process.
         warm_up: start the warm grader in the background at startup (default True).
@@ -141,7 +145,8 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
 
         store = ProgressStore(db_path)
     context = WebContext(pack, store, grader,
-                         check_queue=CheckQueue(max_concurrent_checks, max_queue, check_wait_seconds),
+                         check_queue=CheckQueue(max_concurrent_checks, max_queue, check_wait_seconds,
+                                                max_checks_per_client),
                          toy_runs=toy_grpo.RunManager(max_runs=max_toy_runs))
 
     @asynccontextmanager

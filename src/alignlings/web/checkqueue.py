@@ -19,6 +19,12 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 
+def client_key(request) -> str:
+    """Who a grading belongs to, for fairness: the remote address (each learner's machine)."""
+    client = getattr(request, "client", None)
+    return (client.host if client else "") or "local"
+
+
 class QueueFull(Exception):
     """The grading was refused (answered with 429 and this message)."""
 

@@ -21,7 +21,7 @@ from alignlings.practice.pack import Exercise
 from alignlings.web import render
 from alignlings.web.app import ctx, lang_of, render_page
 from alignlings.web.exercises import get_exercise
-from alignlings.web.guard import QueueFull
+from alignlings.web.guard import QueueFull, client_key
 from alignlings.web.i18n import ui
 
 router = APIRouter()
@@ -152,7 +152,7 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
         return results
 
     try:
-        results = await c.check_queue.run(grade)
+        results = await c.check_queue.run(grade, client=client_key(request))
     except (HTTPException, QueueFull):
         raise
     except ValueError as exc:  # ClozeError: positions that are not this snippet's

@@ -19,7 +19,7 @@ from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
 from alignlings.web.app import ctx, lang_of, render_page
-from alignlings.web.guard import QueueFull
+from alignlings.web.guard import QueueFull, client_key
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
@@ -210,7 +210,7 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
                                    graded_code=code, lang=lang)
 
     try:
-        return await c.check_queue.run(grade)
+        return await c.check_queue.run(grade, client=client_key(request))
     except (HTTPException, QueueFull):
         raise
     except ValueError as exc:  # the engine's "bad submission" errors

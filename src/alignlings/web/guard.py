@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
-from collections.abc import Callable
 from http.cookies import SimpleCookie
-from typing import Any
+
+from alignlings.web.checkqueue import CheckQueue, QueueFull, client_key  # noqa: F401 - re-exported
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from starlette.concurrency import run_in_threadpool
 
 TOKEN_COOKIE = "alignlings_token"
 
@@ -238,57 +236,3 @@ class BodyLimitMiddleware:
             return await receive()
 
         return await self.app(scope, replay, send)
-
-
-class QueueFull(Exception):
-    """The grading queue is full (or a request waited too long): answer 429."""
-
-
-class CheckQueue:
-    """At most ``max_concurrent`` gradings run at once and ``max_queue`` wait; more are refused.
-
-    Admission is decided immediately (never a hang): a request that finds the queue full gets
-    :class:`QueueFull` at once; one that waits longer than ``wait_seconds`` for a slot too.
-    Thread-based, so it works whatever event loop serves the app.
-    """
-
-    def __init__(self, max_concurrent: int = 2, max_queue: int = 8, wait_seconds: float = 120.0):
-        if max_concurrent < 1 or max_queue < 0:
-            raise ValueError("max_concurrent_checks must be >= 1 and max_queue >= 0")
-        self.max_concurrent, self.max_queue, self.wait_seconds = max_concurrent, max_queue, wait_seconds
-        self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(max_concurrent)
-        self._admitted = 0
-        self._running = 0
-
-    @property
-    def capacity(self) -> int:
-        return self.max_concurrent + self.max_queue
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"running": self._running, "waiting": self._admitted - self._running,
-                    "max_concurrent": self.max_concurrent, "max_queue": self.max_queue}
-
-    async def run(self, fn: Callable[[], Any]) -> Any:
-        with self._lock:
-            if self._admitted >= self.capacity:
-                raise QueueFull(f"{self._admitted} gradings running or waiting (limit {self.capacity})")
-            self._admitted += 1
-        try:
-            return await run_in_threadpool(self._run, fn)
-        finally:
-            with self._lock:
-                self._admitted -= 1
-
-    def _run(self, fn):
-        if not self._slots.acquire(timeout=self.wait_seconds):
-            raise QueueFull(f"waited over {self.wait_seconds:.0f} s for a grading slot")
-        with self._lock:
-            self._running += 1
-        try:
-            return fn()
-        finally:
-            with self._lock:
-                self._running -= 1
-            self._slots.release()
