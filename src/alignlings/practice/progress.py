@@ -498,6 +498,39 @@ class ProgressStore:
 
         return self._write(refresh)
 
+    def history_mark(self) -> tuple:
+        """Changes whenever a row is added to any history table (a cheap "anything new?" test)."""
+        sql = "SELECT " + ", ".join(f"(SELECT MAX(id) FROM {t})" for t in (*_TABLES, "events"))
+        return tuple(self._read(sql)[0])
+
+    def review_sources(self, *, pack: str = DEFAULT_PACK) -> dict[str, list[dict]]:
+        """The history spaced review derives its items from, oldest first: ``quiz`` answers
+        (uuid, question_id, correct, created_at), ``cloze`` results (uuid, snippet, key, correct,
+        created_at), ``attempts`` (uuid, exercise, passed, created_at, blanks: each verdict blank's
+        index, passed and misconception) and ``events`` (uuid, exercise, kind, created_at)."""
+        pack = _pack(pack)
+        quiz = [dict(r) for r in self._read(
+            "SELECT uuid, question_id, correct, created_at FROM quiz_answers WHERE pack = ? ORDER BY created_at, id",
+            (pack,))]
+        cloze = [dict(r) for r in self._read(
+            "SELECT uuid, snippet, key, correct, created_at FROM cloze_results WHERE pack = ? "
+            "ORDER BY created_at, id", (pack,))]
+        attempts = []
+        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict FROM attempts WHERE pack = ? "
+                            "ORDER BY created_at, id", (pack,)):
+            try:
+                blanks = json.loads(r["verdict"]).get("blanks") or []
+            except (ValueError, AttributeError):
+                blanks = []
+            attempts.append({"uuid": r["uuid"], "exercise": r["exercise"], "passed": bool(r["passed"]),
+                             "created_at": r["created_at"],
+                             "blanks": [{"index": b.get("index"), "passed": b.get("passed"),
+                                         "misconception": b.get("misconception")}
+                                        for b in blanks if isinstance(b, dict)]})
+        events = [dict(r) for r in self._read(
+            "SELECT uuid, exercise, kind, created_at FROM events WHERE pack = ? ORDER BY created_at, id", (pack,))]
+        return {"quiz": quiz, "cloze": cloze, "attempts": attempts, "events": events}
+
     def review_log(self, *, pack: str = DEFAULT_PACK, item: str | None = None) -> list[dict]:
         """Review rows, oldest first (one item's, or the pack's)."""
         sql, args = "SELECT * FROM review_log WHERE pack = ?", [_pack(pack)]

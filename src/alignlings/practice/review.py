@@ -1,0 +1,632 @@
+"""Spaced review: what to practise again today, scheduled with FSRS, and mastery per concept.
+
+Review items come from the packs' data, so a new exercise brings its items with it:
+
+- ``cloze/EXERCISE/LINE``: a line of a cloze snippet, its worthwhile tokens masked together (a
+  "position family"); introduced by the cloze drill.
+- ``misconception/EXERCISE/ID``: a misconception the learner's fill once matched; the re-test is
+  the blank where they made it, every other blank filled with the reference.
+- ``exercise/EXERCISE``: a solved exercise; the re-test is its hardest blank for this learner (the
+  one they failed most, then the one with the most known misconceptions).
+- ``quiz/QUESTION``: a quiz question once answered.
+
+An item enters the schedule when the learner's history first touches it, and every later event of
+that history (a quiz answer, a cloze round, an attempt) counts as a review of it, replayed at its own
+time. Reviews made here go to the progress store's ``review_log`` only, never back into the history
+tables, so nothing is counted twice. The scheduler is FSRS (Ye et al., "A Stochastic Shortest Path
+Algorithm for Optimizing Spaced Repetition Scheduling", KDD 2022; FSRS-6 through the maintained
+``fsrs`` package), with the package's default parameters and 90% desired retention, and day-sized
+steps: no intra-day learning steps (a new item answered once is scheduled in days), one relearning
+step of a day (a lapse comes back the next day), no fuzz (a schedule is reproducible).
+
+Ratings (:func:`rate`): wrong = Again, right after a hint = Hard, right = Good, right at the first
+try without a hint and within :data:`FAST_SECONDS` = Easy.
+
+Mastery of a concept is the mean FSRS retrievability, now, of the items tagged with it that the
+learner has met. Tags come from the pack: ``[concepts]`` in exercise.toml maps blank numbers to
+tags, ``concepts = [...]`` on a misconception or a quiz question (a misconception defaults to its
+blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concepts]`` table.
+
+Time comes from a :class:`Clock`, so tests run a learner over weeks with a :class:`FixedClock`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import tomllib
+import uuid as uuidlib
+import weakref
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from alignlings.practice.pack import Exercise, Pack, PackError
+
+if TYPE_CHECKING:
+    from alignlings.practice.grader import Grader
+    from alignlings.practice.progress import ProgressStore
+
+AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
+RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
+KINDS = ("cloze", "misconception", "exercise", "quiz")
+# a right answer given within this many seconds (first try, no hint) is rated Easy
+FAST_SECONDS = {"quiz": 20.0, "cloze": 30.0, "misconception": 45.0, "exercise": 60.0}
+DESIRED_RETENTION = 0.9  # the fsrs package's default
+TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
+
+
+# -- time ----------------------------------------------------------------------------------------
+
+class Clock:
+    """Where "now" comes from. The system clock, in local time: a day ends at local midnight."""
+
+    def now(self) -> datetime:
+        return datetime.now().astimezone()
+
+
+class FixedClock(Clock):
+    """A clock that only moves when told (tests, simulations)."""
+
+    def __init__(self, at: datetime):
+        self.set(at)
+
+    def set(self, at: datetime) -> None:
+        if not isinstance(at, datetime) or at.tzinfo is None:
+            raise ValueError(f"at: expected a timezone-aware datetime, got {at!r}")
+        self._now = at
+
+    def advance(self, **delta: float) -> datetime:
+        """Move forward by ``timedelta(**delta)`` (e.g. ``days=1``); returns the new now."""
+        step = timedelta(**delta)
+        if step < timedelta(0):
+            raise ValueError(f"delta: expected a forward step, got {step}")
+        self._now += step
+        return self._now
+
+    def now(self) -> datetime:
+        return self._now
+
+
+def _utc(value: str | datetime) -> datetime:
+    dt = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def end_of_day(now: datetime) -> datetime:
+    """The next midnight in ``now``'s time zone: an item due before it is due today."""
+    return (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+# -- the scheduler -------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def scheduler():
+    """FSRS with day-sized steps (see the module docstring)."""
+    import fsrs
+
+    return fsrs.Scheduler(desired_retention=DESIRED_RETENTION, learning_steps=(),
+                          relearning_steps=(timedelta(days=1),), enable_fuzzing=False)
+
+
+def _card_id(item: str) -> int:
+    return zlib.crc32(item.encode()) + 1
+
+
+def replay(logs: list[dict]) -> tuple[str, str]:
+    """An item's FSRS card after its reviews (oldest first): ``(card_json, due_iso)``."""
+    import fsrs
+
+    if not logs:
+        raise ValueError("logs: expected at least one review")
+    sched = scheduler()
+    card = fsrs.Card(card_id=_card_id(logs[0]["item"]), due=_utc(logs[0]["reviewed_at"]))
+    for log in logs:
+        card, _ = sched.review_card(card, fsrs.Rating(int(log["rating"])),
+                                    review_datetime=_utc(log["reviewed_at"]),
+                                    review_duration=log.get("duration_ms"))
+    return card.to_json(), card.due.isoformat()
+
+
+def retrievability(card_json: str, now: datetime) -> float:
+    """FSRS's probability of recalling the item at ``now``."""
+    import fsrs
+
+    return float(scheduler().get_card_retrievability(fsrs.Card.from_json(card_json), _utc(now)))
+
+
+def rate(correct: bool, *, kind: str, hinted: bool = False, seconds: float | None = None,
+         first_try: bool = True) -> int:
+    """The FSRS rating of one answer: Again if wrong, Hard after a hint, Easy when right at the
+    first try within ``FAST_SECONDS[kind]``, else Good."""
+    if kind not in FAST_SECONDS:
+        raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise ValueError(f"seconds: expected a non-negative number or None, got {seconds!r}")
+    if not correct:
+        return AGAIN
+    if hinted:
+        return HARD
+    if first_try and seconds is not None and seconds <= FAST_SECONDS[kind]:
+        return EASY
+    return GOOD
+
+
+# -- items from the pack's data ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Item:
+    key: str  # "cloze/dpo-loss/12", "misconception/dpo-loss/sum-not-mean", "exercise/dpo-loss", "quiz/bt-probability"
+    kind: str
+    pack: str  # the pack id (progress is keyed by pack and item)
+    exercise: str  # the exercise's key in the loaded pack or course
+    concepts: tuple[str, ...] = ()
+    blank: int | None = None  # misconception items; exercise items get theirs from the learner's history
+    line: int | None = None  # cloze items
+    question: str | None = None  # quiz items
+    misconception: str | None = None
+
+    @property
+    def uid(self) -> tuple[str, str]:
+        return self.pack, self.key
+
+
+def _tags(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and TAG.match(v) for v in value):
+        raise PackError(f"{where}: expected a list of concept tags like \"implicit-reward\" "
+                        f"(lowercase words joined by '-'), got {value!r}")
+    return tuple(value)
+
+
+def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
+    """``[concepts]`` of exercise.toml: blank number -> tags (``1 = ["implicit-reward"]``)."""
+    table = ex.meta.get("concepts", {})
+    where = f"{ex.path / 'exercise.toml'}: [concepts]"
+    if not isinstance(table, dict):
+        raise PackError(f"{where}: expected a table mapping blank numbers to lists of tags")
+    from alignlings.practice.blanks import find_blanks
+
+    n = len(find_blanks(ex.solution_source)) if ex.is_code else 0
+    out = {}
+    for key, tags in table.items():
+        if not str(key).isdigit() or not 1 <= int(key) <= n:
+            raise PackError(f"{where}: key {key!r} is not a blank number (1 to {n})")
+        out[int(key)] = _tags(tags, f"{where} {key}")
+    return out
+
+
+def _raw(ex: Exercise, name: str, table: str) -> list[dict]:
+    path = ex.path / name
+    if not path.is_file():
+        return []
+    with path.open("rb") as f:
+        return [t for t in tomllib.load(f).get(table, []) if isinstance(t, dict)]
+
+
+def misconception_concepts(ex: Exercise) -> dict[str, tuple[str, ...]]:
+    """misconception id -> its ``concepts``, else its blank's."""
+    by_blank = blank_concepts(ex)
+    raw = {str(m.get("id", f"m{i + 1}")): m for i, m in enumerate(_raw(ex, "misconceptions.toml", "misconception"))}
+    out = {}
+    for m in ex.misconceptions:
+        given = raw.get(m.id, {}).get("concepts")
+        out[m.id] = (_tags(given, f"{ex.path / 'misconceptions.toml'}: misconception {m.id!r} concepts")
+                     if given is not None else by_blank.get(m.blank, ()))
+    return out
+
+
+def question_concepts(ex: Exercise) -> dict[str, tuple[str, ...]]:
+    raw = {str(q.get("id", f"q{i + 1}")): q for i, q in enumerate(_raw(ex, "quiz.toml", "question"))}
+    return {q.id: _tags(raw[q.id]["concepts"], f"{ex.path / 'quiz.toml'}: question {q.id!r} concepts")
+            for q in ex.quiz if raw.get(q.id, {}).get("concepts") is not None}
+
+
+def cloze_lines(ex: Exercise) -> dict[int, list]:
+    """line -> the positions a review of that line masks: its tokens worth recalling (names,
+    numbers, operators other than ``=``), or all of them where there is nothing else."""
+    return _cloze_lines(ex.solution_source)
+
+
+@lru_cache(maxsize=128)
+def _cloze_lines(solution: str) -> dict[int, list]:
+    from alignlings.practice import blanks as bl
+    from alignlings.practice import cloze as cz
+
+    by_line: dict[int, list] = {}
+    # the English snippet (cloze.snippet_source): the reference without its __main__ section
+    for p in cz.maskable_positions(cz.strip_main(bl.reference(solution, bl.find_blanks(solution)))):
+        by_line.setdefault(p.line, []).append(p)
+    out = {}
+    for line, positions in by_line.items():
+        worth = [p for p in positions if cz.worth(p) >= 0.8]
+        if worth:
+            out[line] = worth
+    return out
+
+
+_catalogs: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def catalog(pack: Pack) -> dict[tuple[str, str], Item]:
+    """Every review item the loaded packs define, keyed by (pack id, item key); computed once
+    per loaded pack object."""
+    hit = _catalogs.get(id(pack))
+    if hit is not None and hit[0]() is pack:
+        return hit[1]
+    out = _catalog(pack)
+    _catalogs[id(pack)] = (weakref.ref(pack), out)
+    return out
+
+
+def _catalog(pack: Pack) -> dict[tuple[str, str], Item]:
+    from alignlings.practice.blanks import find_blanks
+
+    out: dict[tuple[str, str], Item] = {}
+
+    def add(item: Item) -> None:
+        out[item.uid] = item
+
+    for ex in pack:
+        if ex.kind == "quiz":
+            tags = question_concepts(ex)
+            for q in ex.quiz:
+                add(Item(f"quiz/{q.id}", "quiz", ex.pack, ex.key, tags.get(q.id, ()), question=q.id))
+            continue
+        blanks = find_blanks(ex.solution_source)
+        by_blank = blank_concepts(ex)
+        add(Item(f"exercise/{ex.id}", "exercise", ex.pack, ex.key,
+                 tuple(dict.fromkeys(t for b in blanks for t in by_blank.get(b.index, ())))))
+        miscs = misconception_concepts(ex)
+        for m in ex.misconceptions:
+            add(Item(f"misconception/{ex.id}/{m.id}", "misconception", ex.pack, ex.key, miscs[m.id],
+                     blank=m.blank, misconception=m.id))
+        if ex.cloze:
+            blank_at = {b.line: b.index for b in blanks}
+            for line in cloze_lines(ex):
+                add(Item(f"cloze/{ex.id}/{line}", "cloze", ex.pack, ex.key,
+                         by_blank.get(blank_at.get(line, 0), ()), line=line))
+    return out
+
+
+# -- history -> reviews ------------------------------------------------------------------------
+
+def _event(item: str, rating: int, at: str, source_uuid: str, source: str) -> dict:
+    return {"uuid": str(uuidlib.uuid5(_NS, f"{source_uuid}/{item}")), "item": item, "rating": rating,
+            "reviewed_at": at, "source": source}
+
+
+def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
+                    items_of: dict[tuple[str, str], Item] | None = None) -> list[dict]:
+    """The reviews one pack's history implies (see the module docstring), with stable uuids."""
+    known = items_of if items_of is not None else catalog(pack)
+    items = {key: item for (p, key), item in known.items() if p == part}
+    ids = {ex.id for ex in pack if ex.pack == part}
+    out: list[dict] = []
+    for r in sources["quiz"]:
+        key = f"quiz/{r['question_id']}"
+        if key in items:
+            out.append(_event(key, GOOD if r["correct"] else AGAIN, r["created_at"], r["uuid"], "quiz"))
+    rounds: dict[tuple[str, str, int], list[dict]] = {}
+    for r in sources["cloze"]:
+        line = str(r["key"]).split(":")[0]
+        if line.isdigit() and f"cloze/{r['snippet']}/{line}" in items:
+            rounds.setdefault((r["snippet"], r["created_at"], int(line)), []).append(r)
+    for (snippet, at, line), rows in rounds.items():
+        out.append(_event(f"cloze/{snippet}/{line}", GOOD if all(r["correct"] for r in rows) else AGAIN, at,
+                          rows[0]["uuid"], "cloze"))
+    hints: dict[str, list[tuple[str, str]]] = {}
+    for e in sources["events"]:
+        hints.setdefault(e["exercise"], []).append((e["created_at"], e["kind"]))
+    window: dict[str, dict] = {}  # per exercise, since its last reset: attempts, hints, revealed, solved
+    pending: set[str] = set()  # misconceptions hit and not yet fixed
+    for a in sources["attempts"]:
+        ex_id = a["exercise"]
+        if ex_id not in ids or f"exercise/{ex_id}" not in items:
+            continue
+        marks = [(at, kind) for at, kind in hints.get(ex_id, []) if at < a["created_at"]]
+        reset_at = max((at for at, kind in marks if kind == "reset"), default="")
+        w = window.get(ex_id)
+        if w is None or w["reset_at"] != reset_at:
+            w = window[ex_id] = {"reset_at": reset_at, "attempts": 0, "solved": False}
+        w["attempts"] += 1
+        for b in a["blanks"]:
+            if b.get("misconception"):
+                key = f"misconception/{ex_id}/{b['misconception']}"
+                if key in items:
+                    out.append(_event(key, AGAIN, a["created_at"], a["uuid"], "attempt"))
+                    pending.add(key)
+            elif b.get("passed") is True:
+                for key in sorted(k for k in pending if k.startswith(f"misconception/{ex_id}/")):
+                    if items[key].blank == b.get("index"):
+                        out.append(_event(key, GOOD, a["created_at"], a["uuid"], "attempt"))
+                        pending.discard(key)
+        if a["passed"] and not w["solved"]:
+            w["solved"] = True
+            since = [kind for at, kind in marks if at > reset_at]
+            rating = AGAIN if "reveal" in since else HARD if "hint" in since else EASY if w["attempts"] == 1 else GOOD
+            out.append(_event(f"exercise/{ex_id}", rating, a["created_at"], a["uuid"], "attempt"))
+    return out
+
+
+# -- the queue -----------------------------------------------------------------------------------
+
+@dataclass
+class Due:
+    item: Item
+    due: datetime
+    retrievability: float
+    reviews: int
+
+
+@dataclass
+class Review:
+    """Reviews of one learner in one loaded pack or course, as of ``clock``."""
+
+    store: ProgressStore
+    pack: Pack
+    clock: Clock = field(default_factory=Clock)
+
+    def __post_init__(self):
+        self._catalog = catalog(self.pack)
+        self._mark: tuple | None = None
+        self._lock = threading.Lock()
+
+    # -- keeping the schedule in step with the history ----------------------------------------
+    def sync(self) -> int:
+        """Fold new history (and imported reviews) into the schedule; returns the reviews added."""
+        mark = self.store.history_mark()
+        if mark == self._mark:
+            return 0
+        added = 0
+        with self._lock:
+            for part in self.pack.packs:
+                rows = history_reviews(self.pack, part.id, self.store.review_sources(pack=part.id), self._catalog)
+                if rows:
+                    added += self.store.record_reviews(rows, replay, pack=part.id)
+                self.store.refresh_review_states(replay, pack=part.id)
+            self._mark = self.store.history_mark()
+        return added
+
+    def _states(self) -> list[tuple[Item, dict]]:
+        out = []
+        for part in self.pack.packs:
+            for key, state in self.store.review_states(pack=part.id).items():
+                item = self._catalog.get((part.id, key))
+                if item is not None:  # an item the pack no longer has keeps its log, off the queue
+                    out.append((item, state))
+        return out
+
+    def item(self, pack_id: str, key: str) -> Item:
+        try:
+            return self._catalog[(pack_id, key)]
+        except KeyError:
+            raise ValueError(f"item: {pack_id}/{key} is not a review item of the loaded packs") from None
+
+    def find(self, key: str) -> Item:
+        """An item by ``KIND/...`` (the first pack that has it) or ``PACK:KIND/...``."""
+        pack_id, sep, rest = key.partition(":")
+        if sep:
+            return self.item(pack_id, rest)
+        for part in self.pack.packs:
+            if (part.id, key) in self._catalog:
+                return self._catalog[(part.id, key)]
+        raise ValueError(f"item: {key!r} is not a review item of the loaded packs")
+
+    def queue(self, *, limit: int | None = None, concept: str | None = None) -> list[Due]:
+        """Items due today (before the next midnight of the clock's time zone), most overdue first.
+        With ``concept``: that concept's items met so far, due or not, least retrievable first."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit: expected a positive int or None, got {limit!r}")
+        self.sync()
+        now = self.clock.now()
+        horizon = end_of_day(now)
+        out = []
+        for item, state in self._states():
+            due = _utc(state["due"])
+            if concept is not None:
+                if concept not in item.concepts:
+                    continue
+            elif due >= horizon:
+                continue
+            out.append(Due(item, due, retrievability(state["card"], now), state["n_logs"]))
+        out.sort(key=(lambda d: (d.retrievability, d.due)) if concept is not None else (lambda d: (d.due, d.item.key)))
+        return out[:limit] if limit else out
+
+    def counts(self) -> dict:
+        """``due`` today, ``items`` met so far, ``next``: when the first item after today comes
+        (ISO 8601, or None)."""
+        self.sync()
+        now = self.clock.now()
+        horizon = end_of_day(now)
+        dues = [_utc(s["due"]) for _, s in self._states()]
+        later = [d for d in dues if d >= horizon]
+        return {"due": sum(d < horizon for d in dues), "items": len(dues),
+                "next": min(later).isoformat() if later else None}
+
+    def answer(self, item: Item, rating: int, *, duration_ms: int | None = None, answer: str = "") -> dict:
+        """Record one review now; returns the item's new ``due`` and ``interval_days``."""
+        if rating not in RATING_NAMES:
+            raise ValueError(f"rating: expected 1 (again) to 4 (easy), got {rating!r}")
+        now = _utc(self.clock.now())
+        self.store.record_reviews([{"item": item.key, "rating": rating, "reviewed_at": now.isoformat(),
+                                    "source": "review", "duration_ms": duration_ms, "answer": answer}],
+                                  replay, pack=item.pack)
+        state = self.store.review_states(pack=item.pack)[item.key]
+        due = _utc(state["due"])
+        return {"item": item.key, "rating": RATING_NAMES[rating], "due": due.isoformat(),
+                "interval_days": round((due - now).total_seconds() / 86400, 2)}
+
+    # -- mastery --------------------------------------------------------------------------------
+    def mastery(self, lang: str = "en") -> list[dict]:
+        """Per concept: ``mastery`` (mean retrievability of its items met so far, None if none),
+        ``items``, ``seen``, ``due``, ``title``, ``practise`` (a link); weakest first, concepts
+        not started last."""
+        self.sync()
+        now = self.clock.now()
+        horizon = end_of_day(now)
+        states = {(i.pack, i.key): s for i, s in self._states()}
+        rows: dict[str, dict] = {}
+        for uid, item in self._catalog.items():
+            for tag in item.concepts:
+                row = rows.setdefault(tag, {"concept": tag, "items": 0, "seen": 0, "due": 0, "_r": [],
+                                            "exercise": item.exercise, "kind": item.kind})
+                row["items"] += 1
+                state = states.get(uid)
+                if state is not None:
+                    row["seen"] += 1
+                    row["_r"].append(retrievability(state["card"], now))
+                    row["due"] += _utc(state["due"]) < horizon
+        names = concept_names(self.pack, lang)
+        out = []
+        for tag, row in rows.items():
+            r = row.pop("_r")
+            exercise, kind = row.pop("exercise"), row.pop("kind")
+            row["mastery"] = round(sum(r) / len(r), 4) if r else None
+            row["title"] = names.get(tag, tag)
+            row["practise"] = (f"/review?concept={tag}" if r else
+                               "/quiz" if kind == "quiz" else f"/exercises/{exercise}")
+            out.append(row)
+        out.sort(key=lambda r: (r["mastery"] is None, r["mastery"] or 0.0, r["concept"]))
+        return out
+
+
+def concept_names(pack: Pack, lang: str = "en") -> dict[str, str]:
+    """tag -> name in ``lang``: the ``[concepts]`` table of each pack's texts/<lang>.toml."""
+    out: dict[str, str] = {}
+    for part in pack.packs:
+        path = part.path / "texts" / f"{lang}.toml"
+        if path.is_file():
+            with path.open("rb") as f:
+                table = tomllib.load(f).get("concepts", {})
+            if isinstance(table, dict):
+                out.update({str(k): str(v) for k, v in table.items()})
+    return out
+
+
+# -- presenting and grading one item ---------------------------------------------------------
+
+def hardest_blank(ex: Exercise, attempts: list[dict]) -> int:
+    """The blank this learner failed most (ties: most known misconceptions, then the later one)."""
+    from alignlings.practice.blanks import find_blanks
+
+    blanks = find_blanks(ex.solution_source)
+    failed = {b.index: 0 for b in blanks}
+    for a in attempts:
+        for b in (a.get("verdict") or {}).get("blanks") or []:
+            if isinstance(b, dict) and b.get("passed") is False and b.get("index") in failed:
+                failed[b["index"]] += 1
+    known = {b.index: sum(m.blank == b.index for m in ex.misconceptions) for b in blanks}
+    return max(failed, key=lambda i: (failed[i], known[i], i))
+
+
+def present(review: Review, item: Item, lang: str = "en") -> dict:
+    """What the learner sees for an item (no answers): ``kind`` is "quiz", "cloze" or "blank"."""
+    from alignlings.practice import blanks as bl
+    from alignlings.practice import cloze as cz
+
+    ex = review.pack.get(item.exercise)
+    base = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
+            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
+    if item.kind == "quiz":
+        q = next(q for q in ex.quiz if q.id == item.question)
+        return base | {"form": "quiz", "question": q.question.get(lang, ""),
+                       "options": [o.text.get(lang, "") for o in q.options]}
+    if item.kind == "cloze":
+        source = cz.snippet_source(ex, lang)
+        masked = cloze_lines(ex)[item.line]
+        return base | {"form": "cloze", "source": source, "line": item.line,
+                       "masked": [{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
+                       "rendered": cz.render(source, masked)}
+    blank = item.blank or hardest_blank(ex, review.store.attempts(ex.id, pack=ex.pack))
+    blanks = bl.find_blanks(ex.solution_source)
+    texts = ex.texts(lang)
+    fills = {b.index: b.answer for b in blanks if b.index != blank}
+    code = cz.strip_main(bl.render(ex.solution_source, blanks, fills,
+                                   comments=texts.comments if lang != "en" else None))
+    hints = texts.blank_hints[blank - 1] if len(texts.blank_hints) >= blank else ()
+    target = blanks[blank - 1]
+    return base | {"form": "blank", "blank": blank, "source": code, "line": target.line,
+                   "todo": texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
+                   "hint": hints[0] if hints else ""}
+
+
+def _reject(value: Any, expected: str) -> ValueError:
+    return ValueError(f"answer: expected {expected}, got {type(value).__name__} {str(value)[:60]!r}")
+
+
+def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = None, lang: str = "en") -> dict:
+    """Judge an answer: ``correct``, ``feedback``, ``expected`` (and per-kind details).
+
+    ``answer``: the option index for a quiz item; ``{position key: text}`` for a cloze item (graded
+    by :func:`alignlings.practice.cloze.check`); the fill for a blank, graded by the grader's
+    sandbox (``Grader.check(..., fills=..., quick=True)``): learner code never runs in this process.
+    """
+    from alignlings.practice import blanks as bl
+    from alignlings.practice import cloze as cz
+
+    ex = review.pack.get(item.exercise)
+    if item.kind == "quiz":
+        if isinstance(answer, bool) or not isinstance(answer, int):
+            raise _reject(answer, "an option index")
+        q = next(q for q in ex.quiz if q.id == item.question)
+        if not 0 <= answer < len(q.options):
+            raise ValueError(f"answer: expected an option index 0..{len(q.options) - 1}, got {answer}")
+        return {"correct": answer == q.answer, "expected": q.answer,
+                "feedback": q.options[answer].why.get(lang, ""),
+                "options": [{"text": o.text.get(lang, ""), "why": o.why.get(lang, ""), "correct": i == q.answer}
+                            for i, o in enumerate(q.options)]}
+    if grader is None:
+        raise ValueError("grader: a code item is graded in the sandbox; pass a Grader")
+    if item.kind == "cloze":
+        if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
+            raise _reject(answer, "a {position key: text} mapping")
+        source = cz.snippet_source(ex, lang)
+        masked = cloze_lines(ex)[item.line]
+        results = cz.check(ex, source, masked, answer, grader)
+        return {"correct": all(r["correct"] for r in results), "results": results,
+                "expected": " ".join(r["token"] for r in results), "feedback": ""}
+    if not isinstance(answer, str):
+        raise _reject(answer, "the blank's code (a string)")
+    if "\n" in answer.strip():
+        raise ValueError("answer: a blank's fill must fit on one line")
+    shown = present(review, item, lang)
+    blank = shown["blank"]
+    blanks = bl.find_blanks(ex.solution_source)
+    fills = [answer if b.index == blank else b.answer for b in blanks]
+    verdict = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False)
+    entry = next((b for b in verdict.get("blanks", []) if b.get("index") == blank), {})
+    correct = entry.get("passed") is True
+    feedback = entry.get("message") or ""
+    if not correct and not entry and verdict.get("error"):
+        feedback = str(verdict["error"].get("message", ""))[:2000]
+    return {"correct": correct, "blank": blank, "expected": blanks[blank - 1].answer, "feedback": feedback,
+            "misconception": entry.get("misconception"),
+            "repeated": bool(item.misconception and entry.get("misconception") == item.misconception)}
+
+
+def schedule_row(review: Review, item: Item) -> list[dict]:
+    """The item's reviews so far: ``day`` (from its first), ``rating``, ``next_due`` (as of that review)."""
+    logs = review.store.review_log(pack=item.pack, item=item.key)
+    out = []
+    for i in range(len(logs)):
+        _, due = replay(logs[: i + 1])
+        first = _utc(logs[0]["reviewed_at"])
+        at = _utc(logs[i]["reviewed_at"])
+        out.append({"day": (at - first).days, "at": at.isoformat(), "rating": RATING_NAMES[logs[i]["rating"]],
+                    "next_due": due, "next_due_day": (_utc(due) - first).days, "source": logs[i]["source"]})
+    return out
+
+
+def describe_answer(answer: Any) -> str:
+    """An answer as text for the review log."""
+    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+
+
+__all__ = ["AGAIN", "HARD", "GOOD", "EASY", "Clock", "FixedClock", "Item", "Review", "catalog", "check",
+           "present", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]
