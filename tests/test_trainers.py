@@ -340,3 +340,18 @@ def test_grpo_ratio_starts_at_one_with_left_padding(tok, tmp_path):
         n = int(batch["completion_mask"][row].sum())
         logp = torch.log_softmax(logits[0, -n - 1:-1], -1).gather(-1, ids[0, -n:].unsqueeze(-1)).squeeze(-1)
         torch.testing.assert_close(batch["old_logps"][row][:n], logp, atol=1e-5, rtol=0)
+
+
+def test_progress_bar_keeps_the_step_count_on_a_narrow_console():
+    import io
+
+    from rich.console import Console
+
+    from alignlings.trainers.metrics import Progress
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    with Progress(200, "dpo", start=19, show=("loss", "rewards/accuracies", "rewards/margins"), console=console) as bar:
+        bar.update({"loss": 0.6931, "rewards/accuracies": 0.875, "rewards/margins": 0.01234})
+    last = buf.getvalue().split("\x1b[2K")[-1]
+    assert "20/200" in last and "0:00:0" in last and "loss=0.6931" in last

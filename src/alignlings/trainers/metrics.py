@@ -58,17 +58,26 @@ class Progress:
     """A rich progress bar over optimiser steps showing a few live metrics; silent when disabled."""
 
     def __init__(self, total: int, description: str, *, enabled: bool = True, start: int = 0,
-                 show: tuple[str, ...] = ("loss",)) -> None:
+                 show: tuple[str, ...] = ("loss",), console: Any = None) -> None:
         self.enabled = enabled
         self.show = show
         if not enabled:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
         from rich.progress import Progress as RichProgress
+        from rich.table import Column
+
+        # Counters and times never shrink; on a narrow console (80 columns under torchrun or a pipe)
+        # the metrics text is cut with an ellipsis instead of the step count ("20/…").
+        def fixed():
+            return Column(no_wrap=True)
 
         self._bar = RichProgress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
+            TextColumn("[bold]{task.description}", table_column=fixed()), BarColumn(bar_width=20, table_column=fixed()),
+            MofNCompleteColumn(table_column=fixed()), TimeElapsedColumn(table_column=fixed()),
+            TimeRemainingColumn(table_column=fixed()),
+            TextColumn("{task.fields[info]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+            expand=True, console=console,
         )
         self._task = self._bar.add_task(description, total=total, completed=start, info="")
 
