@@ -265,7 +265,7 @@ def test_toy_grpo_chart_grows_and_overlays_runs(page):
     page.fill("#iterations", "30")
     page.click("#run-btn")
     assert page.locator("#run-btn").is_disabled()  # no second run while one trains
-    assert not page.locator("#chart-empty").is_visible()
+    page.wait_for_selector("#chart-empty", state="hidden")
     counts = []
     deadline = time.time() + 150  # the first run also imports torch and transformers
     while time.time() < deadline:
@@ -426,8 +426,9 @@ def test_quiz_answers_and_score_survive_a_reload_and_retake_clears_them(page):
     quiz = next(ex for ex in PACK if ex.kind == "quiz")
     q = quiz.quiz[0]
     page.goto("/quiz")
-    if page.locator("#retake-btn").is_visible():
+    if page.locator("#retake-btn").is_visible():  # an earlier test answered: start a new round
         page.click("#retake-btn")
+        page.wait_for_function("document.querySelectorAll('article.question[data-answered]').length === 0")
     assert "counts as solved" in page.inner_text("#quiz-rule")
     page.locator(f'article.question:not([hidden]) button.option[data-choice="{q.answer}"]').click()
     page.wait_for_selector("article.question .q-result:not([hidden])")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice import blanks as bl
 from alignlings.practice.pack import Exercise, PackError
+from alignlings.practice import service
 from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
@@ -197,13 +198,8 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
     def grade() -> dict:
         from alignlings.practice.grader import template_for
 
-        grader = c.grader()
-        verdict = grader.check(ex.id, body.code, fills=body.fills, lang=lang)
-        code = body.code if body.code is not None else grader.submission(ex, fills=body.fills).code
-        try:
-            c.store.record_attempt(ex.id, verdict, code=code, source="web")
-        except Exception:  # noqa: BLE001 - a full disk must not hide the verdict
-            log.exception("could not record the attempt on %s", ex.id)
+        verdict, code = service.grade_and_record(c.grader(), c.store, ex, code=body.code, fills=body.fills,
+                                                 lang=lang, source="web")
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
             return verdict
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
@@ -309,6 +305,10 @@ def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> 
 def exercise_page(request: Request, exercise_id: str):
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
+    if ex.is_bug:  # spot-the-bug drill: the whole file in an editor (alignlings.web.bugdrill)
+        from alignlings.web.bugdrill import bug_page
+
+        return bug_page(request, ex)
     if not ex.is_code:
         from alignlings.web.quiz import quiz_page
 

@@ -149,6 +149,7 @@ UI: dict[str, dict[str, str]] = {
                         "zh": "每次迭代后的 GRPO 损失，每个种子一条曲线。"},
     "import_file": {"en": "Import a JSON export", "zh": "导入 JSON 导出文件"},
     "level_n": {"en": "level {n}", "zh": "难度 {n}"},
+    "shape": {"en": "shape", "zh": "形状"},
 }
 
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice.pack import Exercise, QuizQuestion
+from alignlings.practice import service
 from alignlings.web import render
 from alignlings.web.app import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
@@ -23,7 +24,7 @@ class AnswerBody(BaseModel):
 
 
 def quiz_exercises(request: Request) -> list[Exercise]:
-    return [ex for ex in ctx(request).pack if ex.kind == "quiz"]
+    return [ex for ex in ctx(request).pack if ex.is_quiz]  # the concept quiz and bug-or-not drills
 
 
 def find_question(request: Request, qid: str) -> tuple[Exercise, QuizQuestion]:
@@ -72,9 +73,7 @@ def answer(request: Request, qid: str, body: AnswerBody) -> dict:
     right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
     total = len(ex.quiz)
     if q.id == ex.quiz[-1].id:  # the last question closes a round: record it like `alignlings quiz` does
-        verdict = {"exercise": ex.id, "passed": right == total, "blanks": [], "cases": [], "error": None,
-                   "isolation": "none (quiz)", "score": right, "total": total}
-        store.record_attempt(ex.id, verdict, code="", source="web")
+        service.record_quiz_round(store, ex, right, total, source="web")
         out["score"] = {"right": right, "total": total, "passed": right == total}
     out["progress"] = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": total}
     return out

@@ -90,6 +90,9 @@ def markdown(text: str) -> str:
         # a wide formula scrolls inside its box (never the page): focusable, so the keyboard can scroll it too
         return f'<div class="math-display" tabindex="0">{mathml}</div>' if display else mathml
 
+    # a wide table scrolls in its own box (focusable, for the keyboard), not the page
+    rendered = rendered.replace("<table>", '<div class="table-scroll" tabindex="0"><table>').replace(
+        "</table>", "</table></div>")
     rendered = re.sub(r"<p>MATHPLACEHOLDER(\d+)X</p>", put_back, rendered)
     return re.sub(r"MATHPLACEHOLDER(\d+)X", put_back, rendered)
 

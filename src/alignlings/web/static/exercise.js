@@ -84,7 +84,7 @@
     if (!diff) return "";
     const parts = [];
     if (diff.reason === "shape") {
-      parts.push(fill(T.expected_got, { expected: `shape ${JSON.stringify(diff.expected_shape)}`, got: JSON.stringify(diff.got_shape) }));
+      parts.push(fill(T.expected_got, { expected: `${T.shape} ${JSON.stringify(diff.expected_shape)}`, got: JSON.stringify(diff.got_shape) }));
     } else if (Array.isArray(diff.first) && diff.first.length) {
       parts.push(diff.first.slice(0, 3).map((f) => {
         const text = fill(T.expected_got, { expected: fmt(f.expected), got: fmt(f.got) });
