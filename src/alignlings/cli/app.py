@@ -28,6 +28,7 @@ def _register() -> None:
     from alignlings.cli import serve  # noqa: F401
     from alignlings.cli import train_trainers  # noqa: F401
     from alignlings.cli import train_toy_dpo  # noqa: F401
+    from alignlings.cli import review  # noqa: F401
 
 
 _register()

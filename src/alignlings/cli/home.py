@@ -35,4 +35,9 @@ def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -
     else:
         key = "next" if nxt.is_code else "next_quiz"
         out.print(escape(t(key, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))))
+    from alignlings.cli.review import review_line
+
+    line = review_line(p, s, lang)
+    if line:
+        out.print(escape(line))
     out.print("\n[dim]alignlings --help[/]")

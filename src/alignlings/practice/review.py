@@ -92,6 +92,9 @@ class FixedClock(Clock):
         return self._now
 
 
+CLOCK: Clock = Clock()  # what a Review uses when given none: tests (and the CLI's) set a FixedClock here
+
+
 def _utc(value: str | datetime) -> datetime:
     dt = datetime.fromisoformat(value) if isinstance(value, str) else value
     if dt.tzinfo is None:
@@ -370,7 +373,7 @@ class Review:
 
     store: ProgressStore
     pack: Pack
-    clock: Clock = field(default_factory=Clock)
+    clock: Clock = field(default_factory=lambda: CLOCK)
 
     def __post_init__(self):
         self._catalog = catalog(self.pack)

@@ -139,6 +139,7 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     """
     from alignlings.web import cloze, exercises, home, progress, quiz, toy_grpo
     from alignlings.web import review
+    from alignlings.web import review
 
     pack = load_pack(pack_path)
     if store is None:
@@ -168,6 +169,8 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (home, exercises, quiz, cloze, toy_grpo, progress):
         app.include_router(module.router)
+    app.include_router(review.router)
+    app.state.templates.env.globals["review_due"] = review.due_count  # the nav's count of due reviews
     app.include_router(review.router)
     app.state.templates.env.globals["review_due"] = review.due_count  # the nav's count of due reviews
     from alignlings.web import bugdrill  # spot-the-bug drills (issue 13)

@@ -1,0 +1,219 @@
+"""`alignlings review`: today's due review items one after another (spaced repetition with FSRS).
+
+Quiz questions are asked like `alignlings quiz`; code items are cloze-style: a line's masked
+tokens, or one blank of an exercise (the one where a misconception was made, or its hardest),
+graded in the sandbox. Each answer becomes an FSRS rating (alignlings.practice.review.rate).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from alignlings.cli.app import app
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
+
+MSG = {
+    "due": {"en": "{n} due today ({total} items in review).", "zh": "今天有 {n} 项待复习（共 {total} 项在复习中）。"},
+    "showing": {"en": "Reviewing {n} of them (--limit).", "zh": "本次复习其中 {n} 项（--limit）。"},
+    "none": {"en": "Nothing to review today.", "zh": "今天没有要复习的内容。"},
+    "empty": {"en": "Nothing to review yet: solve exercises, answer the quiz or try `alignlings cloze`, "
+                    "and what you practise comes back here.",
+              "zh": "还没有可复习的内容：先做练习、答测验或试试 `alignlings cloze`，练过的内容会在这里回来复习。"},
+    "next": {"en": "Next item: {when}.", "zh": "下一项：{when}。"},
+    "header": {"en": "[{i}/{n}] {kind} · {title}", "zh": "[{i}/{n}] {kind} · {title}"},
+    "kind_quiz": {"en": "quiz question", "zh": "测验题"},
+    "kind_cloze": {"en": "cloze line", "zh": "代码填空（一行）"},
+    "kind_misconception": {"en": "a mistake you made", "zh": "你犯过的错误"},
+    "kind_exercise": {"en": "re-solve a blank", "zh": "重做一个空"},
+    "letter": {"en": "Your answer (A-{last})", "zh": "你的答案（A-{last}）"},
+    "bad_letter": {"en": "Please answer with a letter A-{last}.", "zh": "请用字母 A-{last} 作答。"},
+    "fill": {"en": "Blank {n} (? for a hint)", "zh": "第 {n} 空（输入 ? 查看提示）"},
+    "token": {"en": "[{n}] (? for a hint)", "zh": "[{n}]（输入 ? 查看提示）"},
+    "todo": {"en": "TODO {n}: {text}", "zh": "TODO {n}：{text}"},
+    "hint": {"en": "Hint: {text}", "zh": "提示：{text}"},
+    "no_hint": {"en": "No hint for this blank.", "zh": "这一空没有提示。"},
+    "starts_with": {"en": "starts with '{c}'", "zh": "以「{c}」开头"},
+    "right": {"en": "Right.", "zh": "答对了。"},
+    "wrong": {"en": "Not quite: expected {expected}", "zh": "不对：应为 {expected}"},
+    "repeated": {"en": "The same misconception as before.", "zh": "和上次是同一个误区。"},
+    "rated": {"en": "Rated {rating}; back in {days} (on {date}).", "zh": "评为 {rating}；{days}后（{date}）再复习。"},
+    "days": {"en": "{n} days", "zh": "{n} 天"},
+    "one_day": {"en": "1 day", "zh": "1 天"},
+    "rating_again": {"en": "again", "zh": "重来"},
+    "rating_hard": {"en": "hard", "zh": "困难"},
+    "rating_good": {"en": "good", "zh": "良好"},
+    "rating_easy": {"en": "easy", "zh": "简单"},
+    "done": {"en": "Reviewed {n}: {right} right.", "zh": "已复习 {n} 项，答对 {right} 项。"},
+}
+LETTERS = "ABCDEFGH"
+
+
+def m(key: str, lang: str, **kw) -> str:
+    return MSG[key][lang].format(**kw)
+
+
+def when_text(iso: str | None, lang: str) -> str:
+    if iso is None:
+        return "—"
+    return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def due_line(counts: dict, lang: str) -> str:
+    """The home screen's line: how many are due, and when the next comes when none is."""
+    if counts["items"] == 0:
+        return ""
+    if counts["due"]:
+        return m("due", lang, n=counts["due"], total=counts["items"]) + " `alignlings review`"
+    return m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang))
+
+
+def review_line(pack, s, lang: str) -> str:
+    """The home screen's review line for this learner ('' when nothing was practised yet)."""
+    from alignlings.practice import review as rv
+
+    return due_line(rv.Review(s, pack).counts(), lang)
+
+
+@app.command()
+def review(
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Review at most N items now.")] = None,
+    lang: LangOption = None,
+    pack: PackOption = None,
+) -> None:
+    """Review what is due today: quiz questions, cloze lines, misconceptions you made, solved exercises.
+
+    Spaced repetition (FSRS): right answers come back at growing intervals, a wrong one tomorrow.
+    """
+    from rich.markup import escape
+
+    from alignlings.practice import review as rv
+
+    lang = resolve_lang(lang)
+    p, s, out = load(pack), store(), console()
+    session = rv.Review(s, p)
+    counts = session.counts()
+    if counts["items"] == 0:
+        out.print(m("empty", lang))
+        return
+    queue = session.queue(limit=limit)
+    if not queue:
+        out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
+        return
+    out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
+    if len(queue) < counts["due"]:
+        out.print(m("showing", lang, n=len(queue)))
+    grader = None
+    right = 0
+    try:
+        for i, due in enumerate(queue, start=1):
+            item = due.item
+            shown = rv.present(session, item, lang)
+            out.print(f"\n[bold]{escape(m('header', lang, i=i, n=len(queue), kind=m('kind_' + item.kind, lang), title=shown['title']))}[/]")
+            started = time.monotonic()
+            hinted = False
+            if shown["form"] == "quiz":
+                answer, hinted = _ask_quiz(out, shown, lang), False
+            elif shown["form"] == "cloze":
+                answer, hinted = _ask_cloze(out, shown, lang)
+            else:
+                answer, hinted = _ask_blank(out, shown, lang)
+            seconds = time.monotonic() - started
+            if shown["form"] != "quiz" and grader is None:
+                from alignlings.practice.grader import Grader
+
+                grader = Grader(p)
+            result = rv.check(session, item, answer, grader=grader, lang=lang)
+            rating = rv.rate(result["correct"], kind=item.kind, hinted=hinted, seconds=seconds)
+            saved = session.answer(item, rating, duration_ms=int(seconds * 1000), answer=rv.describe_answer(answer))
+            right += result["correct"]
+            _feedback(out, shown, result, lang)
+            days = saved["interval_days"]
+            out.print(m("rated", lang, rating=m("rating_" + saved["rating"], lang),
+                        days=m("one_day", lang) if round(days) == 1 else m("days", lang, n=f"{days:g}"),
+                        date=when_text(saved["due"], lang)))
+    finally:
+        if grader is not None:
+            grader.close()
+    after = session.counts()
+    out.print(f"\n[bold]{m('done', lang, n=len(queue), right=right)}[/]")
+    out.print(m("due", lang, n=after["due"], total=after["items"]) + " " +
+              m("next", lang, when=when_text(after["next"], lang)))
+
+
+def _ask_quiz(out, shown: dict, lang: str) -> int:
+    from rich.markup import escape
+
+    out.print(escape(shown["question"]))
+    for i, option in enumerate(shown["options"]):
+        out.print(f"  {LETTERS[i]}) {escape(option)}")
+    last = LETTERS[len(shown["options"]) - 1]
+    while True:
+        answer = typer.prompt(m("letter", lang, last=last)).strip().upper()
+        if len(answer) == 1 and answer in LETTERS[: len(shown["options"])]:
+            return LETTERS.index(answer)
+        out.print(m("bad_letter", lang, last=last))
+
+
+def _ask_cloze(out, shown: dict, lang: str) -> tuple[dict, bool]:
+    from rich.syntax import Syntax
+
+    from alignlings.practice import cloze as cz
+
+    masked = [p for p in cz.maskable_positions(shown["source"]) if p.key in {x["key"] for x in shown["masked"]}]
+    numbered = {p.key: f"[{i}]" for i, p in enumerate(masked, start=1)}
+    out.print(Syntax(cz.render(shown["source"], masked, numbered), "python", word_wrap=True,
+                     highlight_lines={shown["line"]}))
+    answers, hinted = {}, False
+    for i, p in enumerate(masked, start=1):
+        while True:
+            text = typer.prompt(m("token", lang, n=i), default="", show_default=False).strip()
+            if text != "?":
+                break
+            hinted = True
+            out.print(m("hint", lang, text=m("starts_with", lang, c=p.token[0])))
+        answers[p.key] = text
+    return answers, hinted
+
+
+def _ask_blank(out, shown: dict, lang: str) -> tuple[str, bool]:
+    from rich.markup import escape
+    from rich.syntax import Syntax
+
+    out.print(Syntax(shown["source"], "python", word_wrap=True, highlight_lines={shown["line"]}))
+    if shown["todo"]:
+        out.print(escape(m("todo", lang, n=shown["blank"], text=shown["todo"])))
+    hinted = False
+    while True:
+        text = typer.prompt(m("fill", lang, n=shown["blank"]), default="", show_default=False).strip()
+        if text != "?":
+            return text, hinted
+        hinted = True
+        out.print(escape(m("hint", lang, text=shown["hint"])) if shown["hint"] else m("no_hint", lang))
+
+
+def _feedback(out, shown: dict, result: dict, lang: str) -> None:
+    from rich.markup import escape
+
+    if result["correct"]:
+        out.print(f"[green]{m('right', lang)}[/]")
+    else:
+        expected = result["expected"]
+        if shown["form"] == "quiz":
+            expected = LETTERS[expected]
+        out.print(f"[red]{escape(m('wrong', lang, expected=str(expected)))}[/]")
+        if result.get("repeated"):
+            out.print(f"[red]{m('repeated', lang)}[/]")
+    if shown["form"] == "quiz":
+        for i, option in enumerate(result["options"]):
+            mark = "[green]✓[/]" if option["correct"] else "[red]✗[/]"
+            out.print(f"  {mark} {LETTERS[i]}) {escape(option['why'])}")
+    elif shown["form"] == "cloze":
+        for i, r in enumerate(result["results"], start=1):
+            mark = "[green]✓[/]" if r["correct"] else "[red]✗[/]"
+            out.print(f"  {mark} [{i}] {escape(r['answer'] or '')} → {escape(r['token'])}")
+    elif result["feedback"] and not result["correct"]:
+        out.print(escape(result["feedback"]))

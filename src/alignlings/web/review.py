@@ -1,0 +1,190 @@
+"""The Review page: today's due review items, one at a time, keyboard-first; mastery per concept.
+
+The engine is ``alignlings.practice.review`` (FSRS scheduling, items from the pack's data); code
+items are graded by the warm grader's sandbox through the grading queue, like the exercises.
+``GET /api/review/queue`` never sends answers; ``POST /api/review/answer`` grades, rates and
+schedules one answer; ``GET /api/review/mastery`` feeds the progress page's chart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from alignlings.web import render
+from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.guard import QueueFull, client_key
+from alignlings.web.i18n import ui
+
+router = APIRouter()
+log = logging.getLogger("alignlings.web")
+MAX_ANSWER_CHARS = 500
+_lock = threading.Lock()
+
+# strings of this page only (the shared ones live in alignlings.web.i18n)
+STRINGS = {
+    "en": {
+        "nav_review": "Review", "title": "Review", "mastery": "Mastery by concept",
+        "intro": "What you practised comes back just before you would forget it (FSRS). "
+                 "Enter answers; Enter checks, then Enter again moves on.",
+        "due": "{n} due today", "next": "next item: {when}", "none": "Nothing due today.",
+        "empty": "Nothing to review yet: solve exercises, answer the quiz or try the MLM drill; what you practise "
+                 "comes back here.",
+        "practising": "Practising “{concept}”: its items you have met, least retained first.",
+        "kind_quiz": "Quiz question", "kind_cloze": "Cloze line", "kind_misconception": "A mistake you made",
+        "kind_exercise": "Re-solve a blank",
+        "check": "Check", "next_item": "Next", "hint": "Hint", "right": "Right.", "wrong": "Not quite.",
+        "expected": "Expected: {expected}", "repeated": "The same misconception as before.",
+        "rated": "Rated {rating}; back in {days} days ({date}).",
+        "rating_again": "again", "rating_hard": "hard", "rating_good": "good", "rating_easy": "easy",
+        "fill_label": "Blank {n}", "token_label": "Masked token {n}",
+        "done": "Done: {n} reviewed, {right} right.", "checking": "Checking…", "counter": "{i} of {n}",
+        "mastery_none": "not started", "practise": "Practise", "items": "{seen}/{items} items met",
+        "mastery_intro": "Mean FSRS retrievability of each concept's items you have met; weakest first.",
+    },
+    "zh": {
+        "nav_review": "复习", "title": "复习", "mastery": "各概念掌握程度",
+        "intro": "练过的内容会在快要遗忘之前回来复习（FSRS）。输入答案后按 Enter 检查，再按 Enter 进入下一项。",
+        "due": "今天有 {n} 项待复习", "next": "下一项：{when}", "none": "今天没有要复习的内容。",
+        "empty": "还没有可复习的内容：先做练习、答测验或试试随机填空，练过的内容会在这里回来复习。",
+        "practising": "正在练习「{concept}」：你接触过的相关条目，记得最不牢的排在前面。",
+        "kind_quiz": "测验题", "kind_cloze": "代码填空（一行）", "kind_misconception": "你犯过的错误",
+        "kind_exercise": "重做一个空",
+        "check": "检查", "next_item": "下一项", "hint": "提示", "right": "答对了。", "wrong": "不对。",
+        "expected": "应为：{expected}", "repeated": "和上次是同一个误区。",
+        "rated": "评为「{rating}」；{days} 天后（{date}）再复习。",
+        "rating_again": "重来", "rating_hard": "困难", "rating_good": "良好", "rating_easy": "简单",
+        "fill_label": "第 {n} 空", "token_label": "被遮盖的第 {n} 个 token",
+        "done": "完成：复习了 {n} 项，答对 {right} 项。", "checking": "检查中…", "counter": "第 {i} 项，共 {n} 项",
+        "mastery_none": "尚未开始", "practise": "去练习", "items": "已接触 {seen}/{items} 项",
+        "mastery_intro": "每个概念中你接触过的条目的平均 FSRS 可提取性（retrievability）；最薄弱的排在前面。",
+    },
+}
+
+
+def strings(lang: str) -> dict[str, str]:
+    return STRINGS.get(lang, STRINGS["en"])
+
+
+def session(request: Request):
+    """The app's review engine (one per app: its catalog is computed once)."""
+    from alignlings.practice import review as rv
+
+    c = ctx(request)
+    with _lock:
+        engine = getattr(c, "review", None)
+        if engine is None or engine.store is not c.store or engine.pack is not c.pack:
+            engine = c.review = rv.Review(c.store, c.pack)
+    return engine
+
+
+def due_count(request: Request) -> int:
+    """How many items are due today (0 when the store cannot say, e.g. a test's fake store)."""
+    try:
+        return int(session(request).counts()["due"])
+    except Exception:  # noqa: BLE001 - a count in the nav is never worth a failed page
+        return 0
+
+
+def _public(shown: dict, lang: str) -> dict:
+    """An item as the page needs it: quiz options as HTML, code split into lines with the masks."""
+    out = {k: v for k, v in shown.items() if k not in ("source", "rendered")}
+    if shown["form"] == "quiz":
+        out["question_html"] = render.markdown(shown["question"])
+        out["options_html"] = [render.inline_markdown(o) for o in shown["options"]]
+    else:
+        out["lines"] = shown["source"].splitlines()
+    return out
+
+
+@router.get("/api/review/queue", tags=["review"])
+def queue(request: Request, limit: int | None = None, concept: str | None = None) -> dict:
+    """Today's due items (or a concept's items with ``concept``), without answers; ``counts``:
+    ``due`` today, ``items`` in review, ``next`` (ISO 8601: the first item after today)."""
+    from alignlings.practice import review as rv
+
+    lang = lang_of(request)
+    engine = session(request)
+    if limit is not None and not 1 <= limit <= 500:
+        raise HTTPException(422, f"limit: expected 1 to 500, got {limit}")
+    try:
+        items = engine.queue(limit=limit, concept=concept)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return {"counts": engine.counts(),
+            "items": [_public(rv.present(engine, d.item, lang), lang) | {"retrievability": round(d.retrievability, 4)}
+                      for d in items]}
+
+
+class AnswerBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(max_length=400, description="The item key, e.g. quiz/bt-probability.")
+    pack: str = Field(max_length=200, description="The item's pack id.")
+    answer: int | str | dict[str, str] = Field(description="Option index (quiz), fill (blank), {key: token} (cloze).")
+    seconds: float | None = Field(default=None, ge=0, le=86400, description="Time to answer, before checking.")
+    hinted: bool = Field(default=False, description="Whether a hint was shown.")
+
+
+@router.post("/api/review/answer", tags=["review"])
+async def answer(request: Request, body: AnswerBody) -> dict:
+    """Grade one answer (code in the sandbox), rate it (FSRS: again/hard/good/easy) and schedule the item."""
+    from alignlings.practice import review as rv
+
+    lang, c = lang_of(request), ctx(request)
+    engine = session(request)
+    try:
+        item = engine.item(body.pack, body.item)
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from None
+    value: Any = body.answer
+    if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS or isinstance(value, dict) and (
+            len(value) > 64 or any(len(v) > MAX_ANSWER_CHARS for v in value.values())):
+        raise HTTPException(422, f"answer: at most {MAX_ANSWER_CHARS} characters per fill")
+
+    def grade() -> dict:
+        return rv.check(engine, item, value, grader=None if item.kind == "quiz" else c.grader(), lang=lang)
+
+    try:
+        result = grade() if item.kind == "quiz" else await c.check_queue.run(grade, client=client_key(request))
+    except (HTTPException, QueueFull):
+        raise
+    except ValueError as exc:  # a malformed answer for this kind of item
+        raise HTTPException(422, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the grader failed: report it, keep serving
+        log.exception("review check failed on %s", item.key)
+        raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
+    rating = rv.rate(result["correct"], kind=item.kind, hinted=body.hinted, seconds=body.seconds)
+    saved = engine.answer(item, rating, duration_ms=None if body.seconds is None else int(body.seconds * 1000),
+                          answer=rv.describe_answer(value))
+    if item.kind == "quiz":
+        for o in result["options"]:
+            o["why_html"] = render.inline_markdown(o["why"])
+    if result.get("feedback"):
+        result["feedback_html"] = render.inline_markdown(result["feedback"])
+    return {"result": result, "schedule": saved, "counts": engine.counts()}
+
+
+@router.get("/api/review/mastery", tags=["review"])
+def mastery(request: Request) -> dict:
+    """Per concept: mastery (mean retrievability of its items met, or null), items, seen, due,
+    its name and a link to practise it; weakest first."""
+    lang = lang_of(request)
+    return {"concepts": session(request).mastery(lang), "t": {k: v for k, v in strings(lang).items()
+                                                              if k.startswith("mastery") or k in ("practise", "items")}}
+
+
+@router.get("/review", include_in_schema=False)
+def review_page(request: Request, concept: str | None = None, limit: int | None = None):
+    from alignlings.practice import review as rv
+
+    lang = lang_of(request)
+    s = strings(lang)
+    names = rv.concept_names(ctx(request).pack, lang)
+    return render_page(request, "review.html", nav="review", title=s["title"], rs=s,
+                       concept=names.get(concept or "", concept),
+                       client={"lang": lang, "t": ui(lang),
+                               "review": s, "concept": concept, "limit": limit})

@@ -1,0 +1,217 @@
+/* Review page: today's due items one at a time, keyboard-first (Enter checks, Enter again moves on;
+   A-D answer a quiz question). On the progress page: the mastery-by-concept chart. */
+"use strict";
+(function () {
+  const fill = (s, v) => Object.entries(v).reduce((a, [k, x]) => a.replaceAll(`{${k}}`, x), s);
+  const day = (iso) => (iso ? new Date(iso).toLocaleDateString(CLIENT.lang === "zh" ? "zh-CN" : "en-GB") : "—");
+
+  /* -- the progress page's chart ---------------------------------------------------------- */
+  const chart = document.getElementById("mastery");
+  if (chart) drawMastery(chart);
+
+  async function drawMastery(box) {
+    const res = await api("GET", "/api/review/mastery");
+    if (!res.ok || !res.data.concepts.length) return;
+    const t = res.data.t;
+    const list = el("ol", { class: "plain mastery-list", id: "mastery-list" });
+    for (const c of res.data.concepts) {
+      const pct = c.mastery === null ? null : Math.round(c.mastery * 100);
+      const meter = el("meter", { min: "0", max: "1", low: "0.5", high: "0.85", optimum: "1",
+                                  value: String(c.mastery === null ? 0 : c.mastery),
+                                  "aria-label": `${c.title}: ${pct === null ? t.mastery_none : pct + "%"}` });
+      list.append(el("li", { "data-concept": c.concept },
+        el("span", { class: "mastery-name", text: `${c.title} ` }), meter,
+        el("span", { class: "mastery-value", text: ` ${pct === null ? t.mastery_none : pct + "%"} · ` }),
+        el("span", { class: "dim", text: fill(t.items, { seen: c.seen, items: c.items }) + " · " }),
+        el("a", { href: c.practise, text: t.practise })));
+    }
+    box.append(el("h2", { text: t.mastery }), el("p", { class: "dim", text: t.mastery_intro }), list);
+    box.hidden = false;
+  }
+
+  /* -- the review page ---------------------------------------------------------------------- */
+  const itemBox = document.getElementById("review-item");
+  if (!itemBox) return;
+  const R = CLIENT.review;
+  const counts = document.getElementById("review-counts");
+  const counter = document.getElementById("review-counter");
+  const heading = document.getElementById("review-heading");
+  const body = document.getElementById("review-body");
+  const hintBox = document.getElementById("review-hint");
+  const hintBtn = document.getElementById("review-hint-btn");
+  const checkBtn = document.getElementById("review-check");
+  const nextBtn = document.getElementById("review-next");
+  const feedback = document.getElementById("review-feedback");
+  const done = document.getElementById("review-done");
+  let items = [], index = 0, started = 0, hinted = false, answered = false, right = 0, choice = null;
+
+  function showCounts(c) {
+    if (!c.items) { counts.textContent = R.empty; return; }
+    counts.textContent = c.due ? `${fill(R.due, { n: c.due })} · ${fill(R.next, { when: day(c.next) })}`
+                               : `${R.none} ${fill(R.next, { when: day(c.next) })}`;
+  }
+
+  function codeView(it) {
+    const pre = el("pre", { class: "code" });
+    const inputs = [];
+    it.lines.forEach((text, i) => {
+      const lineNo = i + 1;
+      const row = el("span", { class: lineNo === it.line ? "focus-line" : "" });
+      let cuts = [];
+      if (it.form === "cloze" && lineNo === it.line) cuts = it.masked.map((m) => [m.col, m.end_col, m.key]);
+      if (it.form === "blank" && lineNo === it.line) {
+        const at = text.indexOf("_____");
+        if (at >= 0) cuts = [[at, at + 5, "blank"]];
+      }
+      let pos = 0;
+      for (const [a, b, key] of cuts) {
+        row.append(text.slice(pos, a));
+        const n = inputs.length + 1;
+        const input = el("input", { type: "text", spellcheck: "false", autocomplete: "off", "data-key": key,
+                                    size: String(it.form === "blank" ? 40 : Math.max(4, b - a + 2)),
+                                    "aria-label": it.form === "blank" ? fill(R.fill_label, { n: it.blank }) : fill(R.token_label, { n }) });
+        input.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); check(); } });
+        inputs.push(input);
+        row.append(input);
+        pos = b;
+      }
+      row.append(text.slice(pos));
+      pre.append(row, "\n");
+    });
+    return { pre, inputs };
+  }
+
+  function show(i) {
+    index = i; answered = false; hinted = false; choice = null;
+    feedback.replaceChildren();
+    hintBox.hidden = true;
+    nextBtn.hidden = true;
+    checkBtn.hidden = false;
+    checkBtn.disabled = false;
+    const it = items[i];
+    counter.textContent = `${fill(R.counter, { i: i + 1, n: items.length })} · ${R["kind_" + it.kind]}`;
+    heading.textContent = it.title;
+    body.replaceChildren();
+    let focus = null;
+    if (it.form === "quiz") {
+      body.append(el("div", { class: "q-text prose", html: it.question_html }));
+      const ol = el("ol", { class: "options" });
+      it.options_html.forEach((html, j) => {
+        const btn = el("button", { type: "button", class: "option", "data-choice": String(j), "aria-pressed": "false" },
+          el("span", { class: "letter", "aria-hidden": "true", text: "ABCDEFGH"[j] }), el("span", { class: "o-text", html }));
+        btn.addEventListener("click", () => { choice = j; check(); });
+        ol.append(el("li", {}, btn, el("div", { class: "why", hidden: "" })));
+      });
+      body.append(ol);
+      checkBtn.hidden = true;
+      focus = ol.querySelector("button");
+      hintBtn.hidden = true;
+    } else {
+      if (it.todo) body.append(el("p", { class: "todo", text: `TODO ${it.blank}: ${it.todo}` }));
+      const { pre, inputs } = codeView(it);
+      body.append(pre);
+      focus = inputs[0];
+      hintBtn.hidden = !(it.form === "blank" && it.hint);
+    }
+    itemBox.hidden = false;
+    started = performance.now();
+    if (focus) focus.focus();
+  }
+
+  async function check() {
+    if (answered) return;
+    const it = items[index];
+    let answer;
+    if (it.form === "quiz") {
+      if (choice === null) return;
+      answer = choice;
+    } else if (it.form === "cloze") {
+      answer = {};
+      body.querySelectorAll("input[data-key]").forEach((inp) => { answer[inp.dataset.key] = inp.value; });
+    } else {
+      answer = body.querySelector("input[data-key]").value;
+    }
+    answered = true;
+    const seconds = (performance.now() - started) / 1000;
+    checkBtn.disabled = true;
+    body.querySelectorAll("input, button.option").forEach((x) => { x.disabled = true; });
+    feedback.replaceChildren(el("p", { text: R.checking }));
+    const res = await apiQueued("POST", "/api/review/answer", { item: it.item, pack: it.pack, answer, seconds, hinted },
+                                () => { feedback.replaceChildren(el("p", { text: T.busy })); });
+    if (!res.ok) {
+      answered = false;
+      checkBtn.disabled = false;
+      body.querySelectorAll("input, button.option").forEach((x) => { x.disabled = false; });
+      feedback.replaceChildren(el("p", { class: "review-result wrong", text: errorText(res) }));
+      return;
+    }
+    const { result, schedule } = res.data;
+    right += result.correct ? 1 : 0;
+    const out = [el("p", { class: `review-result ${result.correct ? "right" : "wrong"}`, text: result.correct ? R.right : R.wrong })];
+    if (it.form === "quiz") {
+      body.querySelectorAll("button.option").forEach((b, j) => {
+        const o = result.options[j];
+        b.classList.toggle("right", o.correct);
+        b.classList.toggle("wrong", j === answer && !o.correct);
+        b.setAttribute("aria-pressed", String(j === answer));
+        const why = b.parentElement.querySelector(".why");
+        why.innerHTML = o.why_html; why.hidden = false;
+      });
+    } else if (it.form === "cloze") {
+      const inputs = [...body.querySelectorAll("input[data-key]")];
+      result.results.forEach((r, j) => { if (inputs[j]) inputs[j].classList.add(r.correct ? "ok" : "bad"); });
+      if (!result.correct) out.push(el("p", { text: fill(R.expected, { expected: result.expected }) }));
+    } else {
+      body.querySelector("input[data-key]").classList.add(result.correct ? "ok" : "bad");
+      if (!result.correct) {
+        out.push(el("p", { text: fill(R.expected, { expected: result.expected }) }));
+        if (result.repeated) out.push(el("p", { text: R.repeated }));
+        if (result.feedback_html) out.push(el("div", { class: "blank-fb prose", html: result.feedback_html }));
+      }
+    }
+    const days = Math.max(0, Math.round(schedule.interval_days * 10) / 10);
+    out.push(el("p", { class: "dim review-rated", text: fill(R.rated, { rating: R["rating_" + schedule.rating], days, date: day(schedule.due) }) }));
+    feedback.replaceChildren(...out);
+    showCounts(res.data.counts);
+    checkBtn.hidden = true;
+    hintBtn.hidden = true;
+    nextBtn.hidden = false;
+    nextBtn.focus();
+  }
+
+  function finish() {
+    itemBox.hidden = true;
+    done.textContent = fill(R.done, { n: items.length, right });
+    done.hidden = false;
+    done.focus();
+  }
+
+  checkBtn.addEventListener("click", check);
+  nextBtn.addEventListener("click", () => (index + 1 < items.length ? show(index + 1) : finish()));
+  hintBtn.addEventListener("click", () => {
+    hinted = true;
+    hintBox.textContent = items[index].hint;
+    hintBox.hidden = false;
+    const input = body.querySelector("input[data-key]");
+    if (input) input.focus();
+  });
+  document.addEventListener("keydown", (e) => {
+    const it = items[index];
+    if (!it || itemBox.hidden || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (it.form === "quiz" && !answered) {
+      const j = "abcdefgh".indexOf(e.key.toLowerCase());
+      if (j >= 0 && j < it.options_html.length && e.key.length === 1) { e.preventDefault(); choice = j; check(); }
+    }
+  });
+
+  (async function load() {
+    const q = new URLSearchParams();
+    if (CLIENT.concept) q.set("concept", CLIENT.concept);
+    if (CLIENT.limit) q.set("limit", CLIENT.limit);
+    const res = await api("GET", `/api/review/queue${q.toString() ? "?" + q : ""}`);
+    if (!res.ok) { counts.textContent = errorText(res); return; }
+    items = res.data.items;
+    showCounts(res.data.counts);
+    if (items.length) show(0);
+  })();
+})();
