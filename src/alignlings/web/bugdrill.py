@@ -1,0 +1,128 @@
+"""Spot-the-bug drill pages (``kind = "bug"``): an editor for the whole file with line numbers, a
+diff view of the learner's change against buggy.py, and the story of the real bug once solved.
+
+Grading goes through ``POST /api/exercises/{id}/check`` with ``{"code": ...}`` (the engine's verdict,
+whose ``bug`` entry says which lines changed, what still fails, the wrong fix it matches and a hint
+toward the region). ``POST /api/bug/{id}/diff`` only diffs (no grading, nothing recorded).
+``bug-or-not`` drills are quiz exercises and use the quiz page.
+"""
+
+from __future__ import annotations
+
+import html
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from alignlings.practice import bugdrill
+from alignlings.practice.pack import Exercise
+from alignlings.web import render
+from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.i18n import ui
+
+router = APIRouter()
+
+STRINGS = {
+    "en": {"editor": "Your code (the whole file)", "diff": "Your change", "show_diff": "Show my change",
+           "reset": "Back to the buggy code", "reset_ask": "Replace your code with the original buggy code?",
+           "story": "The real bug", "no_change": "No change yet.", "changes": "Changes",
+           "symptom": "Symptom and task", "not_yet": "Not yet"},
+    "zh": {"editor": "你的代码（整个文件）", "diff": "你的改动", "show_diff": "查看我的改动",
+           "reset": "恢复为有 bug 的代码", "reset_ask": "用原始的有 bug 的代码替换你的代码？",
+           "story": "真实的 bug", "no_change": "还没有改动。", "changes": "改动",
+           "symptom": "症状与任务", "not_yet": "还没通过"},
+}
+
+
+class DiffBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: str = Field(max_length=200_000, description="The learner's whole file.")
+
+
+def bug_exercise(request: Request, exercise_id: str) -> Exercise:
+    from alignlings.web.exercises import get_exercise
+
+    ex = get_exercise(request, exercise_id)
+    if not ex.is_bug:
+        raise HTTPException(404, f"{exercise_id!r} is not a spot-the-bug drill")
+    return ex
+
+
+def diff_html(buggy: str, code: str) -> str:
+    """A unified diff of ``code`` against buggy.py, one ``<span>`` per line (added, removed, hunk)."""
+    text = bugdrill.unified_diff(buggy, code)
+    rows = []
+    for line in text.splitlines():
+        kind = ("hunk" if line.startswith("@@") else "meta" if line.startswith(("---", "+++"))
+                else "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx")
+        rows.append(f'<span class="diff-{kind}">{html.escape(line)}</span>')
+    return "\n".join(rows)
+
+
+@router.post("/api/bug/{exercise_id}/diff", tags=["exercises"])
+def diff(request: Request, exercise_id: str, body: DiffBody) -> dict:
+    """The learner's change against buggy.py: ``changes`` (one sentence), ``changed_lines``,
+    ``hunks``, ``diff`` (unified text) and ``html``. Nothing is graded or recorded."""
+    lang = lang_of(request)
+    ex = bug_exercise(request, exercise_id)
+    hunks = bugdrill.changes(ex.buggy_source, body.code)
+    return {"changes": bugdrill.describe_changes(hunks, lang), "hunks": hunks,
+            "changed_lines": sorted({n for h in hunks if h["new"] for n in range(h["new"][0], h["new"][1] + 1)}),
+            "diff": bugdrill.unified_diff(ex.buggy_source, body.code), "html": diff_html(ex.buggy_source, body.code)}
+
+
+@router.get("/api/bug/{exercise_id}/story", tags=["exercises"])
+def story(request: Request, exercise_id: str) -> dict:
+    """The story of the real bug (Markdown and HTML), once the drill is solved; 403 before."""
+    lang = lang_of(request)
+    ex = bug_exercise(request, exercise_id)
+    if not ctx(request).store.summary().get(ex.id, {}).get("solved"):
+        raise HTTPException(403, "the story is shown once the drill is solved")
+    text = ex.texts(lang).story
+    return {"story": text, "html": render.markdown(text)}
+
+
+def last_code(request: Request, ex: Exercise) -> str | None:
+    """The learner's latest file since the last reset, if any."""
+    try:
+        attempts = ctx(request).store.attempts(ex.id)
+    except Exception:  # noqa: BLE001 - progress is a convenience here
+        return None
+    for attempt in reversed(list(attempts or [])):
+        get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
+        if get("before_reset"):
+            break
+        if get("code"):
+            return str(get("code"))
+    return None
+
+
+def bug_page(request: Request, ex: Exercise):
+    """The drill's page (``GET /exercises/{id}`` for a bug drill)."""
+    from alignlings.web.exercises import hints_taken, web_statement
+
+    lang = lang_of(request)
+    texts = ex.texts(lang)
+    taken = hints_taken(request, ex)
+    row = ctx(request).store.summary().get(ex.id, {})
+    solved = bool(row.get("solved"))
+    pack = ctx(request).pack
+    order = list(pack.exercises)
+    i = order.index(ex.key) if ex.key in order else order.index(ex.id)
+
+    def link(j: int) -> dict | None:
+        if not 0 <= j < len(order):
+            return None
+        other = pack.get(order[j])
+        return {"id": other.key, "title": other.title.get(lang, other.id), "url": f"/exercises/{other.key}"}
+
+    code = last_code(request, ex) or ex.buggy_source
+    strings = STRINGS.get(lang, STRINGS["en"])
+    return render_page(
+        request, "bug.html", nav="home", ex=ex, title=ex.title.get(lang, ex.id), s=strings,
+        statement_html=render.markdown(web_statement(texts.statement)), code=code,
+        hints=[render.inline_markdown(h) for h in texts.hints[:taken]], hints_total=len(texts.hints),
+        solved=solved, story_html=render.markdown(texts.story) if solved else "",
+        diff_html=diff_html(ex.buggy_source, code), prev=link(i - 1), next=link(i + 1),
+        client={"lang": lang, "t": ui(lang), "s": strings, "exercise": ex.key, "buggy": ex.buggy_source,
+                "next": link(i + 1)})
