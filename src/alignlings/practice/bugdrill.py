@@ -299,6 +299,10 @@ def check_bug_drill(ex: Exercise, grader) -> tuple[list[str], list[str]]:
     solution.py passes; the fix lies within ``region``; each known wrong fix is rejected with its
     own feedback; the story exists in every language."""
     problems, checked = [], []
+    try:
+        trusted_variants(ex)  # every wrong fix applies to buggy.py
+    except PackError as exc:
+        return [str(exc)], checked
     for lang in ("en", "zh"):
         if not ex.texts(lang).story.strip():
             problems.append(f"texts/{lang}.toml: empty story (the real bug: repository, issue/PR, symptom, fix)")
