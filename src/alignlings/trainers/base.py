@@ -177,11 +177,17 @@ class BaseTrainer:
         n = self.args.per_device_train_batch_size
         return [rows[i: i + n] for i in range(0, len(rows), n)]
 
+    def autocast(self):
+        """bf16 autocast over a step's forward passes when ``args.bf16`` (weights stay float32)."""
+        if not self.args.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
     def backward(self, loss: torch.Tensor, micro_index: int, num_micro: int) -> None:
         """Backward one micro-batch's loss; DDP averages gradients only after the last one."""
         last = micro_index == num_micro - 1
         sync = contextlib.nullcontext() if last or self.dist.world_size == 1 else self.model.no_sync()
-        with sync:
+        with sync, torch.autocast(device_type=self.device.type, enabled=False):  # backward outside autocast
             loss.backward()
 
     def optimizer_step(self) -> dict[str, float]:
@@ -223,7 +229,8 @@ class BaseTrainer:
         with progress:
             while self.step < self.max_steps:
                 start = time.perf_counter()
-                metrics = self.training_step(self.next_rows())
+                with self.autocast():
+                    metrics = self.training_step(self.next_rows())
                 self.step += 1
                 metrics = mean_over_processes(metrics, self.device)
                 metrics["step_time"] = time.perf_counter() - start

@@ -116,6 +116,20 @@ class TrainerConfig:
     save_final_model: bool = True
     """``save_pretrained`` the trained model (and tokenizer) into ``output_dir`` at the end (default True)."""
 
+    bf16: bool = False
+    """Mixed precision as transformers' ``Trainer`` does it: forward passes under
+    ``torch.autocast(dtype=bfloat16)``, float32 weights, gradients and optimiser (default False; TRL's
+    default is True, which its CPU runs must turn off). Runs on CPUs too (torch's CPU autocast)."""
+
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them: less memory,
+    about one more forward of time (default False, TRL's). Uses the model's
+    ``gradient_checkpointing_enable``; a model without it is refused."""
+
+    gradient_checkpointing_kwargs: dict | None = None
+    """Passed to ``gradient_checkpointing_enable`` (default None = ``{"use_reentrant": False}``,
+    TRL 1.16's default)."""
+
     def __post_init__(self) -> None:
         check_range("learning_rate", float(self.learning_rate), low=0.0)
         _positive_int("per_device_train_batch_size", self.per_device_train_batch_size)

@@ -29,7 +29,8 @@ from alignlings.trainers.configs import DPOConfig
 from alignlings.trainers.data import (
     check_columns, collate_completions, load_rows, pad_token_id, tokenize_preference, truncate,
 )
-from alignlings.trainers.modeling import completion_logprobs, disable_dropout
+from alignlings.trainers.distributed import unwrap
+from alignlings.trainers.modeling import completion_logprobs, disable_dropout, is_peft_model, prepare_model
 
 
 def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -46,17 +47,20 @@ class DPOTrainer(BaseTrainer):
         train_dataset: rows with ``prompt``, ``chosen``, ``rejected`` (a ``datasets.Dataset``, a list
             of dicts, or a file path; see ``data.load_rows``).
         processing_class: the tokenizer.
+        peft_config: a ``peft.PeftConfig`` (e.g. ``LoraConfig``): train adapters only; with no
+            ``ref_model`` the reference is the same network with its adapters disabled (no copy), as
+            TRL does.
     """
 
     name = "dpo"
     progress_keys = ("loss", "rewards/accuracies", "rewards/margins")
 
     def __init__(self, model, ref_model=None, args: DPOConfig | None = None, train_dataset=None,
-                 processing_class=None) -> None:
+                 processing_class=None, peft_config=None) -> None:
         args = args or DPOConfig()
         dataset = load_rows(train_dataset)
         check_columns(dataset, ("prompt", "chosen", "rejected"), "DPOTrainer")
-        super().__init__(model, args, dataset, processing_class)
+        super().__init__(prepare_model(model, args, peft_config), args, dataset, processing_class)
         self.pad_id = pad_token_id(processing_class)
         self.rows = [r for r in (self._tokenize(row) for row in dataset) if r is not None]
         if not self.rows:
@@ -65,15 +69,20 @@ class DPOTrainer(BaseTrainer):
                 "completion token (TRL drops such rows too)"
             )
 
-        # The reference: frozen, in eval mode, on this process's device (not DDP-wrapped).
-        ref = ref_model if ref_model is not None else copy.deepcopy(self.unwrapped_model)
-        ref = ref.to(self.device).eval().requires_grad_(False)
-        if args.disable_dropout:
-            disable_dropout(ref)
+        # The reference: frozen, in eval mode, on this process's device (not DDP-wrapped); with PEFT
+        # and no ref_model, the policy's own base network with the adapters disabled.
+        self.ref_is_base = ref_model is None and is_peft_model(self.unwrapped_model)
+        ref = None
+        if not self.ref_is_base:
+            ref = ref_model if ref_model is not None else copy.deepcopy(self.unwrapped_model)
+            ref = ref.to(self.device).eval().requires_grad_(False)
+            if args.disable_dropout:
+                disable_dropout(ref)
         self.ref_model, self.ref_logps = ref, None
         if args.precompute_ref_log_probs:
-            self.ref_logps = self._precompute_reference()  # [N, 2]
-            self.ref_model = None
+            with self.autocast():
+                self.ref_logps = self._precompute_reference()  # [N, 2]
+            self.ref_model, self.ref_is_base = None, False
 
         self._setup_optimizer(args.per_device_train_batch_size * args.gradient_accumulation_steps, len(self.rows))
 
@@ -115,7 +124,12 @@ class DPOTrainer(BaseTrainer):
         if self.ref_logps is not None:
             ref = self.ref_logps[indices].to(self.device)
             return ref[:, 0], ref[:, 1]
-        ref_sum, _, _ = self.sequence_logps(self.ref_model, batch)
+        if self.ref_is_base:
+            model = unwrap(self.model)
+            with model.disable_adapter():
+                ref_sum, _, _ = self.sequence_logps(model, batch)
+        else:
+            ref_sum, _, _ = self.sequence_logps(self.ref_model, batch)
         return ref_sum.chunk(2)
 
     @torch.no_grad()

@@ -43,7 +43,8 @@ from alignlings.trainers.data import (
 )
 from alignlings.trainers.distributed import all_gather_cat, all_reduce_sum
 from alignlings.trainers.modeling import (
-    completion_logprobs, disable_dropout, eos_token_ids, generation_config, masked_entropy, sample, sample_with_cache,
+    completion_logprobs, disable_dropout, eos_token_ids, generation_config, is_peft_model, masked_entropy,
+    prepare_model, sample, sample_with_cache,
 )
 
 RewardFunc = Callable[..., Sequence[float | None]]
@@ -70,6 +71,8 @@ class GRPOTrainer(BaseTrainer):
         processing_class: the tokenizer.
         ref_model: the reference for the KL term; only used (and, when None, copied from ``model``)
             when ``args.beta > 0``.
+        peft_config: a ``peft.PeftConfig``: train adapters only; with ``beta > 0`` and no
+            ``ref_model`` the reference is the base network with the adapters disabled (no copy).
     """
 
     name = "grpo"
@@ -77,11 +80,11 @@ class GRPOTrainer(BaseTrainer):
     drop_last = True  # TRL's RepeatSampler keeps only full batches of prompts
 
     def __init__(self, model, reward_funcs: RewardFunc | Sequence[RewardFunc], args: GRPOConfig | None = None,
-                 train_dataset=None, processing_class=None, ref_model=None) -> None:
+                 train_dataset=None, processing_class=None, ref_model=None, peft_config=None) -> None:
         args = args or GRPOConfig()
         dataset = load_rows(train_dataset)
         check_columns(dataset, ("prompt",), "GRPOTrainer")
-        super().__init__(model, args, dataset, processing_class)
+        super().__init__(prepare_model(model, args, peft_config), args, dataset, processing_class)
         self.reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         self.reward_func_names = [_func_name(f) for f in self.reward_funcs]
         K = len(self.reward_funcs)
@@ -100,7 +103,8 @@ class GRPOTrainer(BaseTrainer):
             top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id, eos_ids=self.eos_ids,
         )
         self.ref_model = None
-        if args.beta > 0:  # only then is a reference needed (TRL loads none at beta = 0)
+        self.ref_is_base = args.beta > 0 and ref_model is None and is_peft_model(self.unwrapped_model)
+        if args.beta > 0 and not self.ref_is_base:  # only then is a reference needed (TRL loads none at beta = 0)
             ref = ref_model if ref_model is not None else copy.deepcopy(self.unwrapped_model)
             self.ref_model = ref.to(self.device).eval().requires_grad_(False)
             if args.disable_dropout:
@@ -204,7 +208,11 @@ class GRPOTrainer(BaseTrainer):
         batch["advantages"] = advantages[self.dist.rank * B: (self.dist.rank + 1) * B].to(self.device)
 
         batch["old_logps"] = self.per_token_logps(self.model, batch) if args.num_iterations > 1 else None
-        batch["ref_logps"] = self.per_token_logps(self.ref_model, batch) if self.ref_model is not None else None
+        if self.ref_is_base:
+            with self.unwrapped_model.disable_adapter():
+                batch["ref_logps"] = self.per_token_logps(self.unwrapped_model, batch)
+        else:
+            batch["ref_logps"] = self.per_token_logps(self.ref_model, batch) if self.ref_model is not None else None
         batch["metrics"] = self._generation_metrics(rewards_all, batch)
         return batch
 

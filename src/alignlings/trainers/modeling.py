@@ -26,6 +26,46 @@ def disable_dropout(model: torch.nn.Module) -> None:
             module.p = 0.0
 
 
+def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Module:
+    """Apply what the config and ``peft_config`` ask of a transformers model before training.
+
+    ``peft_config`` (a ``peft.PeftConfig``, e.g. ``LoraConfig``; TRL's trainer argument of the same
+    name): the model becomes ``peft.get_peft_model(model, peft_config)`` and only the adapters train.
+    ``args.gradient_checkpointing``: ``gradient_checkpointing_enable`` with TRL's
+    ``use_reentrant=False`` default (with PEFT, also ``enable_input_require_grads``, as TRL does).
+    """
+    if peft_config is not None:
+        try:
+            import peft
+        except ImportError as exc:
+            raise ValueError(
+                "peft_config: the peft library is not installed (pip install 'alignlings[peft]')") from exc
+        if not isinstance(peft_config, peft.PeftConfig):
+            raise ValueError(f"peft_config: expected a peft.PeftConfig such as peft.LoraConfig, got "
+                             f"{type(peft_config).__name__}")
+        if isinstance(model, peft.PeftModel):
+            raise ValueError("peft_config: the model already has adapters (a PeftModel); pass its base model, "
+                             "or the PeftModel without peft_config")
+        model = peft.get_peft_model(model, peft_config)
+    if getattr(args, "gradient_checkpointing", False):
+        kwargs = dict(args.gradient_checkpointing_kwargs or {})
+        kwargs.setdefault("use_reentrant", False)
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 names it so
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        elif hasattr(model, "gradient_checkpointing_enable"):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        else:
+            raise ValueError(f"gradient_checkpointing: {type(model).__name__} has no gradient_checkpointing_enable "
+                             "(a transformers PreTrainedModel is needed)")
+        if is_peft_model(model):
+            model.enable_input_require_grads()
+    return model
+
+
+def is_peft_model(model: torch.nn.Module) -> bool:
+    return type(unwrap(model)).__name__.startswith("Peft") and hasattr(unwrap(model), "disable_adapter")
+
+
 @lru_cache(maxsize=32)
 def _accepts(forward_cls: type, name: str) -> bool:
     return name in inspect.signature(forward_cls.forward).parameters
@@ -39,7 +79,9 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
               logits_to_keep: int = 0) -> torch.Tensor:
     """[B, T, V] logits (or the last ``logits_to_keep`` positions) of a possibly DDP-wrapped causal LM."""
-    cls = type(unwrap(model))
+    inner = unwrap(model)
+    # a PeftModel's forward takes **kwargs and passes them on: read the wrapped model's signature
+    cls = type(inner.get_base_model()) if hasattr(inner, "get_base_model") else type(inner)
     kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
     if _accepts(cls, "position_ids"):
         kwargs["position_ids"] = position_ids(attention_mask)
@@ -140,12 +182,14 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
 
 
 def _cache_forward(model, input_ids, attention_mask, positions, past):
+    # a PeftModel forwards its keyword arguments to the model it wraps: read that one's signature
+    cls = type(model.get_base_model()) if hasattr(model, "get_base_model") else type(model)
     kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": True}
     if past is not None:  # transformers 5 names the cache argument ``cache``, 4.x ``past_key_values``
-        kwargs["cache" if _accepts(type(model), "cache") else "past_key_values"] = past
-    if _accepts(type(model), "position_ids"):
+        kwargs["cache" if _accepts(cls, "cache") else "past_key_values"] = past
+    if _accepts(cls, "position_ids"):
         kwargs["position_ids"] = positions
-    if _accepts(type(model), "logits_to_keep"):
+    if _accepts(cls, "logits_to_keep"):
         kwargs["logits_to_keep"] = 1
     out = model(**kwargs)
     cache = getattr(out, "cache", None)

@@ -30,6 +30,7 @@ from alignlings.trainers.data import (
     check_columns, collate_completions, load_rows, pad_token_id, tokenize_pair, tokenize_preference,
 )
 from alignlings.trainers.distributed import unwrap
+from alignlings.trainers.modeling import prepare_model
 
 
 def as_reward_model(model: torch.nn.Module) -> torch.nn.Module:
@@ -64,17 +65,25 @@ class RewardTrainer(BaseTrainer):
         args: a ``RewardConfig``.
         train_dataset: rows with ``prompt``, ``chosen``, ``rejected`` (optionally ``margin``).
         processing_class: the tokenizer.
+        peft_config: a ``peft.PeftConfig``: adapters on the network (a causal LM's backbone); the
+            reward head of a wrapped causal LM always trains (TRL asks for ``modules_to_save=["score"]``
+            to get the same).
     """
 
     name = "reward"
     progress_keys = ("loss", "accuracy", "margin")
     find_unused_parameters = True  # a causal LM backbone's untied LM head gets no gradient
 
-    def __init__(self, model, args: RewardConfig | None = None, train_dataset=None, processing_class=None) -> None:
+    def __init__(self, model, args: RewardConfig | None = None, train_dataset=None, processing_class=None,
+                 peft_config=None) -> None:
         args = args or RewardConfig()
         dataset = load_rows(train_dataset)
         check_columns(dataset, ("prompt", "chosen", "rejected"), "RewardTrainer")
         set_seed(args.seed)  # the value head's initialisation
+        if isinstance(model, RewardModel):
+            model.backbone = prepare_model(model.backbone, args, peft_config)
+        else:
+            model = prepare_model(model, args, peft_config)
         super().__init__(as_reward_model(model), args, dataset, processing_class)
         self.pad_id = pad_token_id(processing_class)
         self.rows = [r for r in (self._tokenize(row) for row in dataset) if r is not None]
