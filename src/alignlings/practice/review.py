@@ -456,6 +456,7 @@ class Review:
         """Record one review now; returns the item's new ``due`` and ``interval_days``."""
         if rating not in RATING_NAMES:
             raise ValueError(f"rating: expected 1 (again) to 4 (easy), got {rating!r}")
+        self.sync()  # history before this review is folded in first: the log stays in time order
         now = _utc(self.clock.now())
         self.store.record_reviews([{"item": item.key, "rating": rating, "reviewed_at": now.isoformat(),
                                     "source": "review", "duration_ms": duration_ms, "answer": answer}],
