@@ -25,10 +25,10 @@ def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") ->
 
 
 def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> dict:
-    verdict = grader.check(exercise_id, code, lang=lang)
-    ex = grader.pack.get(exercise_id)
-    store().record_attempt(ex.id, verdict, code=code, source=source, pack=ex.pack)
-    return verdict
+    """The service's grade-and-record for a file (a store that cannot be written never hides the verdict)."""
+    from alignlings.practice.service import grade_and_record as grade
+
+    return grade(grader, store(), grader.pack.get(exercise_id), code=code, lang=lang, source=source)[0]
 
 
 @app.command()

@@ -61,6 +61,6 @@ def quiz(
             out.print(f"  {mark} {LETTERS[i]}) {escape(option.why[lang])}")
     total = len(ex.quiz)
     out.print(f"\n[bold]{MSG['score'][lang].format(right=right, total=total)}[/]")
-    verdict = {"exercise": ex.id, "passed": right == total, "blanks": [], "cases": [], "error": None,
-               "isolation": "none (quiz)", "score": right, "total": total}
-    s.record_attempt(ex.id, verdict, code="", source="quiz", pack=ex.pack)
+    from alignlings.practice.service import record_quiz_round
+
+    record_quiz_round(s, ex, right, total, source="quiz")

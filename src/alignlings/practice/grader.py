@@ -18,7 +18,8 @@ Who holds what (a pass must be earned, whatever the learner's code does in its p
   on decoded values; a check's ``expect`` predicate runs in a trusted job on the decoded values.
 - Only the exercise's own case names are accepted from a job, each with a value or an error.
 
-The verdict is a plain dict (the JSON of ``alignlings check --json`` and of the web API):
+The verdict (``practice.verdict.Verdict``) is a plain dict, the JSON of ``alignlings check --json``
+and of the web API:
 ``exercise``, ``passed``, ``blanks`` (in blank order: ``index``, ``name``, ``fill``, ``passed``,
 ``message``, ``misconception``, ``diff``), ``cases`` (``name``, ``label``, ``kind``, ``passed``,
 ``message``), ``error`` (None or ``kind`` + ``message``), ``isolation``, ``stdout``, ``seconds``.
@@ -42,6 +43,7 @@ from alignlings.practice import blanks as bl
 from alignlings.practice import values as vals
 from alignlings.practice.feedback import describe_case, msg
 from alignlings.practice.pack import Exercise, Pack, PackError, load_pack
+from alignlings.practice.verdict import Verdict
 
 RUN_CASES = "alignlings.practice.casejob:run_cases"
 RUN_TRUSTED = "alignlings.practice.casejob:run_trusted"
@@ -321,7 +323,7 @@ class Grader:
 
     # -- grading ----------------------------------------------------------------------------
     def check(self, exercise_id: str, code: str | None = None, *, fills: list[str] | None = None,
-              lang: str = "en", run_main: bool = True, quick: bool = False) -> dict[str, Any]:
+              lang: str = "en", run_main: bool = True, quick: bool = False) -> Verdict:
         """Grade a whole file (``code``) or one fill per blank (``fills``). ``quick=True`` leaves out
         the whole-file-only cases (``scope="full"``, e.g. a training run): the verdict then covers
         the per-blank cases alone, for fast feedback while typing and for proving misconceptions."""
@@ -350,7 +352,7 @@ class Grader:
             server.close()
 
     def _check(self, exercise: Exercise, sub: Submission, lang: str, run_main: bool,
-               quick: bool = False) -> dict[str, Any]:
+               quick: bool = False) -> Verdict:
         source, blanks = exercise.solution_source, self.blanks(exercise)
         started = time.perf_counter()
         check = self._check_source(exercise)

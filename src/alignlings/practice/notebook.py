@@ -83,14 +83,16 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
     p = load_pack(pack if pack is not None else default_pack_paths())
     ex = p.get(exercise_id)
     code = build_code(template_for(ex, "en"), objs)
-    with Grader(p) as grader:
-        verdict = grader.check(ex.key, code, lang=lang, run_main=False)
-    try:
-        from alignlings.practice.progress import ProgressStore
+    from alignlings.practice import service
+    from alignlings.practice.progress import ProgressStore
 
-        ProgressStore().record_attempt(ex.id, verdict, code=code, source="notebook", pack=ex.pack)
-    except Exception:  # noqa: BLE001 - grading must not fail because progress cannot be written
-        pass
+    try:
+        store = ProgressStore()
+    except service.STORE_ERRORS:  # grading must not fail because progress cannot be written
+        store = None
+    with Grader(p) as grader:
+        verdict, _ = service.grade_and_record(grader, store, ex, code=code, lang=lang, source="notebook",
+                                              run_main=False)
     return Verdict(verdict)
 
 
