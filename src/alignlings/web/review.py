@@ -31,7 +31,7 @@ STRINGS = {
         "nav_review": "Review", "title": "Review", "mastery": "Mastery by concept",
         "intro": "What you practised comes back just before you would forget it (FSRS). "
                  "Enter answers; Enter checks, then Enter again moves on.",
-        "due": "{n} due today", "next": "next item: {when}", "none": "Nothing due today.",
+        "due": "{n} due today", "next": "Next item: {when}", "none": "Nothing due today.",
         "empty": "Nothing to review yet: solve exercises, answer the quiz or try the MLM drill; what you practise "
                  "comes back here.",
         "practising": "Practising “{concept}”: its items you have met, least retained first.",
