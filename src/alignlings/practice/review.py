@@ -22,8 +22,9 @@ step of a day (a lapse comes back the next day), no fuzz (a schedule is reproduc
 Ratings (:func:`rate`): wrong = Again, right after a hint = Hard, right = Good, right at the first
 try without a hint and within :data:`FAST_SECONDS` = Easy.
 
-Mastery of a concept is the mean FSRS retrievability, now, of the items tagged with it that the
-learner has met. Tags come from the pack: ``[concepts]`` in exercise.toml maps blank numbers to
+Mastery of a concept is the mean FSRS retrievability :data:`MASTERY_HORIZON_DAYS` (30) days from
+now of the items tagged with it that the learner has met: "will you still know it next month?" (right
+after a review every item's retrievability is 1, so "now" would hide a fresh lapse). Tags come from the pack: ``[concepts]`` in exercise.toml maps blank numbers to
 tags, ``concepts = [...]`` on a misconception or a quiz question (a misconception defaults to its
 blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concepts]`` table.
 
@@ -56,6 +57,7 @@ KINDS = ("cloze", "misconception", "exercise", "quiz")
 # a right answer given within this many seconds (first try, no hint) is rated Easy
 FAST_SECONDS = {"quiz": 20.0, "cloze": 30.0, "misconception": 45.0, "exercise": 60.0}
 DESIRED_RETENTION = 0.9  # the fsrs package's default
+MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
 
@@ -468,7 +470,7 @@ class Review:
 
     # -- mastery --------------------------------------------------------------------------------
     def mastery(self, lang: str = "en") -> list[dict]:
-        """Per concept: ``mastery`` (mean retrievability of its items met so far, None if none),
+        """Per concept: ``mastery`` (mean retrievability in 30 days of its items met so far, None if none),
         ``items``, ``seen``, ``due``, ``title``, ``practise`` (a link); weakest first, concepts
         not started last."""
         self.sync()
@@ -484,7 +486,7 @@ class Review:
                 state = states.get(uid)
                 if state is not None:
                     row["seen"] += 1
-                    row["_r"].append(retrievability(state["card"], now))
+                    row["_r"].append(retrievability(state["card"], now + timedelta(days=MASTERY_HORIZON_DAYS)))
                     row["due"] += _utc(state["due"]) < horizon
         names = concept_names(self.pack, lang)
         out = []

@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.web import render
-from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.guard import QueueFull, client_key
 from alignlings.web.i18n import ui
 
@@ -44,7 +44,8 @@ STRINGS = {
         "fill_label": "Blank {n}", "token_label": "Masked token {n}",
         "done": "Done: {n} reviewed, {right} right.", "checking": "Checking…", "counter": "{i} of {n}",
         "mastery_none": "not started", "practise": "Practise", "items": "{seen}/{items} items met",
-        "mastery_intro": "Mean FSRS retrievability of each concept's items you have met; weakest first.",
+        "mastery_intro": "How likely you are to recall each concept's items a month from now (mean FSRS retrievability "
+                         "in 30 days of the items you have met); weakest first.",
     },
     "zh": {
         "nav_review": "复习", "title": "复习", "mastery": "各概念掌握程度",
@@ -61,7 +62,7 @@ STRINGS = {
         "fill_label": "第 {n} 空", "token_label": "被遮盖的第 {n} 个 token",
         "done": "完成：复习了 {n} 项，答对 {right} 项。", "checking": "检查中…", "counter": "第 {i} 项，共 {n} 项",
         "mastery_none": "尚未开始", "practise": "去练习", "items": "已接触 {seen}/{items} 项",
-        "mastery_intro": "每个概念中你接触过的条目的平均 FSRS 可提取性（retrievability）；最薄弱的排在前面。",
+        "mastery_intro": "一个月后你还能想起各概念条目的可能性（接触过的条目在 30 天后的平均 FSRS retrievability）；最薄弱的排在前面。",
     },
 }
 
