@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
-from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
 
 router = APIRouter()
@@ -76,7 +76,7 @@ def story(request: Request, exercise_id: str) -> dict:
     """The story of the real bug (Markdown and HTML), once the drill is solved; 403 before."""
     lang = lang_of(request)
     ex = bug_exercise(request, exercise_id)
-    if not ctx(request).store.summary().get(ex.id, {}).get("solved"):
+    if not ctx(request).store.summary(ex.pack).get(ex.id, {}).get("solved"):
         raise HTTPException(403, "the story is shown once the drill is solved")
     text = ex.texts(lang).story
     return {"story": text, "html": render.markdown(text)}
@@ -85,7 +85,7 @@ def story(request: Request, exercise_id: str) -> dict:
 def last_code(request: Request, ex: Exercise) -> str | None:
     """The learner's latest file since the last reset, if any."""
     try:
-        attempts = ctx(request).store.attempts(ex.id)
+        attempts = ctx(request).store.attempts(ex.id, pack=ex.pack)
     except Exception:  # noqa: BLE001 - progress is a convenience here
         return None
     for attempt in reversed(list(attempts or [])):
@@ -103,8 +103,8 @@ def bug_page(request: Request, ex: Exercise):
 
     lang = lang_of(request)
     texts = ex.texts(lang)
-    taken = hints_taken(request, ex)
-    row = ctx(request).store.summary().get(ex.id, {})
+    taken = hints_taken(request, ex)  # as the hint route records them
+    row = ctx(request).store.summary(ex.pack).get(ex.id, {})
     solved = bool(row.get("solved"))
     pack = ctx(request).pack
     order = list(pack.exercises)
