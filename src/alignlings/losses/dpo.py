@@ -13,7 +13,6 @@ Each loss is a small function ``f(batch: DPOBatch) -> [B]`` registered in ``DPO_
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -320,7 +319,3 @@ def dpo_metrics(
             "logps/chosen": policy_chosen_logps.detach().mean().item(),
             "logps/rejected": policy_rejected_logps.detach().mean().item(),
         }
-
-
-# log 2: the sigmoid loss when policy equals reference (Delta = 0); handy in tests and docs
-LOG2 = math.log(2.0)

@@ -92,8 +92,3 @@ def mean_over_processes(metrics: dict[str, float], device: torch.device) -> dict
 def barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
-
-
-def cleanup() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()

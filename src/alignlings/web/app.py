@@ -13,18 +13,16 @@ import logging
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from alignlings.practice.pack import Pack, load_pack
-from alignlings.web import i18n
+from alignlings.practice.pack import load_pack
 from alignlings.web.guard import (
     BodyLimitMiddleware,
     CheckQueue,
@@ -34,69 +32,10 @@ from alignlings.web.guard import (
     TokenMiddleware,
 )
 
+from alignlings.web.context import WebContext, ctx, lang_of, render_page  # noqa: F401 - re-exported
+
 HERE = Path(__file__).parent
 log = logging.getLogger("alignlings.web")
-
-
-class WebContext:
-    """What every route shares: the pack, the progress store, the grader and the queues.
-
-    The progress store is safe to share between threads (one SQLite connection per thread).
-    """
-
-    def __init__(self, pack: Pack, store, grader=None, *, check_queue: CheckQueue, toy_runs):
-        self.pack = pack
-        self.store = store
-        self.check_queue = check_queue
-        self.toy_runs = toy_runs
-        self._grader = grader
-        self._owns_grader = grader is None
-        self._grader_lock = threading.Lock()
-        self._grader_error: BaseException | None = None
-
-    def grader(self):
-        """The warm grader, started on first use (or by the warm-up thread at startup)."""
-        if self._grader is None:
-            with self._grader_lock:
-                if self._grader is None:
-                    from alignlings.practice.grader import Grader
-
-                    self._grader = Grader(self.pack, warm=True)
-        return self._grader
-
-    def warm_up(self) -> None:
-        try:
-            self.grader()
-        except BaseException as exc:  # noqa: BLE001 - reported on the first check instead
-            self._grader_error = exc
-            log.warning("grader warm-up failed: %s", exc)
-
-    def close(self) -> None:
-        self.toy_runs.close()
-        if self._owns_grader and self._grader is not None:
-            self._grader.close()
-            self._grader = None
-
-
-def ctx(request: Request) -> WebContext:
-    return request.app.state.ctx
-
-
-def lang_of(request: Request) -> str:
-    return i18n.resolve_lang(request)
-
-
-def render_page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """Render a page template with the common context (language, strings, nav)."""
-    lang = lang_of(request)
-    strings = i18n.ui(lang)
-    response = request.app.state.templates.TemplateResponse(request, template, {
-        "lang": lang, "t": strings, "other_lang": "zh" if lang == "en" else "en", "pack": ctx(request).pack,
-        "client": {"lang": lang, "t": strings}, "nav": context.pop("nav", ""), **context,
-    }, status_code=status_code)
-    if request.query_params.get("lang") in i18n.LANGS:
-        response.set_cookie(i18n.LANG_COOKIE, lang, path="/", samesite="strict", max_age=365 * 24 * 3600)
-    return response
 
 
 def _is_api(request: Request) -> bool:
@@ -137,8 +76,7 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     a cross-site form or script cannot change progress); every response says
     ``Referrer-Policy: no-referrer``.
     """
-    from alignlings.web import cloze, exercises, home, progress, quiz, toy_grpo
-    from alignlings.web import review
+    from alignlings.web import cloze, exercises, home, progress, quiz, runs, toy_grpo
     from alignlings.web import review
 
     pack = load_pack(pack_path)
@@ -149,7 +87,7 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     context = WebContext(pack, store, grader,
                          check_queue=CheckQueue(max_concurrent_checks, max_queue, check_wait_seconds,
                                                 max_checks_per_client),
-                         toy_runs=toy_grpo.RunManager(max_runs=max_toy_runs))
+                         toy_runs=runs.RunManager(max_runs=max_toy_runs))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -169,8 +107,6 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (home, exercises, quiz, cloze, toy_grpo, progress):
         app.include_router(module.router)
-    app.include_router(review.router)
-    app.state.templates.env.globals["review_due"] = review.due_count  # the nav's count of due reviews
     app.include_router(review.router)
     app.state.templates.env.globals["review_due"] = review.due_count  # the nav's count of due reviews
     from alignlings.web import bugdrill  # spot-the-bug drills (issue 13)

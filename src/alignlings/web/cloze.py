@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
-from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.exercises import get_exercise
 from alignlings.web.guard import QueueFull, client_key
 from alignlings.web.i18n import ui

@@ -19,7 +19,7 @@ from alignlings.practice import service
 from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
-from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.guard import QueueFull, client_key
 
 router = APIRouter()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, render_page
 
 router = APIRouter()
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings.practice.pack import Exercise, QuizQuestion
 from alignlings.practice import service
 from alignlings.web import render
-from alignlings.web.app import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
 
 router = APIRouter()

@@ -15,155 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
-import threading
-import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from alignlings.web.app import ctx, lang_of, render_page
-from alignlings.web.guard import QueueFull
+from alignlings.web.context import ctx, lang_of, render_page
+from alignlings.web.runs import Run, RunManager, _library  # noqa: F401 - RunManager re-exported
 from alignlings.web.i18n import ui
 
 router = APIRouter()
-
-KEEP_FINISHED = 20
-
 
 class RunBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the policy is built.")
     iterations: int = Field(default=40, ge=1, le=200, description="Sample-then-update rounds (exercise 6: 40).")
     delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each iteration, to watch it learn.")
-
-
-class _Stopped(Exception):
-    pass
-
-
-@dataclass
-class Run:
-    id: str
-    seed: int
-    iterations: int
-    delay_ms: int
-    status: str = "queued"  # queued, running, done, error
-    events: list[dict] = field(default_factory=list)
-
-    def summary(self) -> dict:
-        points = [e["data"] for e in self.events if e["event"] == "point"]
-        done = next((e["data"] for e in self.events if e["event"] in ("done", "failed")), None)
-        return {"id": self.id, "seed": self.seed, "iterations": self.iterations, "status": self.status,
-                "points": points, "result": done}
-
-
-class RunManager:
-    def __init__(self, max_runs: int = 2):
-        self.max_runs = max_runs
-        self._runs: OrderedDict[str, Run] = OrderedDict()
-        self._lock = threading.Lock()
-        self._train_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._prepared = False
-
-    def active(self) -> int:
-        with self._lock:
-            return sum(1 for r in self._runs.values() if r.status in ("queued", "running"))
-
-    def get(self, run_id: str) -> Run | None:
-        with self._lock:
-            return self._runs.get(run_id)
-
-    def all(self) -> list[Run]:
-        with self._lock:
-            return list(self._runs.values())
-
-    def start(self, seed: int, iterations: int, delay_ms: int) -> Run:
-        with self._lock:
-            if sum(1 for r in self._runs.values() if r.status in ("queued", "running")) >= self.max_runs:
-                raise QueueFull(f"{self.max_runs} toy GRPO runs already training or waiting")
-            run = Run(id=secrets.token_hex(6), seed=seed, iterations=iterations, delay_ms=delay_ms)
-            self._runs[run.id] = run
-            finished = [k for k, r in self._runs.items() if r.status in ("done", "error")]
-            for k in finished[: max(0, len(finished) - KEEP_FINISHED)]:
-                del self._runs[k]
-        threading.Thread(target=self._train, args=(run,), name=f"toy-grpo-{run.id}", daemon=True).start()
-        return run
-
-    def _emit(self, run: Run, event: str, data: dict) -> None:
-        with self._lock:
-            run.events.append({"event": event, "data": data})
-
-    def _train(self, run: Run) -> None:
-        with self._train_lock:
-            if self._stop.is_set():
-                run.status = "error"
-                self._emit(run, "failed", {"message": "server shutting down"})
-                return
-            run.status = "running"
-            self._emit(run, "start", {"id": run.id, "seed": run.seed, "iterations": run.iterations})
-            try:
-                toy = _library()
-
-                def callback(iteration: int, p_target: float, loss: float) -> None:
-                    if self._stop.is_set():
-                        raise _Stopped
-                    self._emit(run, "point", {"iteration": iteration, "p_target": p_target, "loss": loss})
-                    if run.delay_ms:
-                        time.sleep(run.delay_ms / 1000)
-
-                config = toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations)
-                result = toy.run_toy_grpo(config, callback=callback)
-                run.status = "done"
-                self._emit(run, "done", {"seed": run.seed, "p_target_initial": result.p_target_initial,
-                                         "p_target_final": result.p_target_final, "iterations": result.iterations,
-                                         "train_seconds": result.train_seconds})
-            except _Stopped:
-                run.status = "error"
-                self._emit(run, "failed", {"message": "stopped: the server is shutting down"})
-            except Exception as exc:  # noqa: BLE001 - a failed run is reported to the page
-                run.status = "error"
-                self._emit(run, "failed", {"message": f"{type(exc).__name__}: {exc}"})
-
-    def prepare(self) -> None:
-        """Import torch and transformers in the background (once), so that the first Run is quick.
-
-        Called when the toy GRPO page is opened: the import takes seconds on a small machine."""
-        with self._lock:
-            if self._prepared:
-                return
-            self._prepared = True
-
-        def load():
-            try:
-                _library()
-            except Exception:  # noqa: BLE001 - the run itself will report the problem
-                pass
-
-        threading.Thread(target=load, name="toy-grpo-imports", daemon=True).start()
-
-    def close(self) -> None:
-        self._stop.set()
-
-
-_import_lock = threading.Lock()
-
-
-def _library():
-    """``alignlings.toy_grpo`` with transformers' GPT-2 loaded (torch is imported only here).
-
-    One thread at a time: transformers' lazy module is not safe to import from two threads at once
-    (the page's background preparation and a run started right after)."""
-    with _import_lock:
-        import alignlings.toy_grpo as toy
-        from transformers import GPT2LMHeadModel
-
-        del GPT2LMHeadModel  # imported for its side effect: transformers' lazy module resolved
-        return toy
 
 
 def _sse(index: int, event: str, data: dict) -> str:
