@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import secrets
 import threading
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from alignlings.cli.app import app
+from alignlings.cli.common import PackOption, given_packs
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -51,8 +51,7 @@ def serve(
                                               "(generated when --host is not loopback and none is given).",
                                               show_default=False)] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser tab.")] = False,
-    pack: Annotated[Path | None, typer.Option("--pack", help="Serve this pack folder instead of the built-in one.",
-                                              show_default=False)] = None,
+    pack: PackOption = None,
     allow_import: Annotated[bool, typer.Option(
         "--allow-import", help="Allow progress import on a server with a token (off there by default: "
                                "everyone shares its progress store).")] = False,
@@ -62,7 +61,7 @@ def serve(
 
     import uvicorn
 
-    from alignlings.practice.pack import PackError
+    from alignlings.practice.pack import PackError, default_pack_paths
     from alignlings.web.app import create_app
 
     if token is not None and not token.strip():
@@ -71,7 +70,8 @@ def serve(
         token = secrets.token_urlsafe(18)
     try:
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
-        web = create_app(pack, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
+        packs = [str(p) for p in given_packs(pack)] or default_pack_paths()  # --pack before or after `serve`
+        web = create_app(packs, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
                          allow_import=True if allow_import else None)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None

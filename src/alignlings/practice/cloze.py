@@ -326,7 +326,7 @@ def check(exercise: Exercise | str, source: str, masked: list[Position], answers
                 variants[p.key] = variant
         results.append(entry)
     if variants:
-        same = grader.behaves_like_reference(exercise.id, variants)
+        same = grader.behaves_like_reference(exercise.key, variants)
         for entry in results:
             if same.get(entry["key"]):
                 entry.update(correct=True, how="equivalent")

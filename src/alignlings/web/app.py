@@ -42,7 +42,7 @@ def _is_api(request: Request) -> bool:
     return request.url.path.startswith("/api") or "application/json" in request.headers.get("accept", "")
 
 
-def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | None = None, token: str | None = None,
+def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: str | Path | None = None, token: str | None = None,
                grader=None, store=None, max_body_bytes: int = 1 << 20, max_concurrent_checks: int = 2,
                max_queue: int = 8, check_wait_seconds: float = 120.0, max_checks_per_client: int = 2,
                max_toy_runs: int = 2,
@@ -51,7 +51,8 @@ def create_app(pack_path: str | Path | None = None, *, db_path: str | Path | Non
     """Build the practice app.
 
     Args:
-        pack_path: exercise pack folder; None is the built-in pack.
+        pack_path: exercise pack folder, or a list of them (a course, in order: ``load_pack``); None
+            is the built-in pack.
         db_path: SQLite progress file; None is the default under ``$ALIGNLINGS_HOME``.
         token: when set, every request must carry it (see ``alignlings.web.guard``).
         grader: a grader object (tests inject fakes); None starts the engine's warm grader.

@@ -90,10 +90,10 @@ def snippet_html(source: str, masked, values: dict[str, str] | None = None, lang
 
 def _progress_row(request: Request, ex: Exercise) -> dict:
     try:
-        summary = ctx(request).store.summary()
+        summary = ctx(request).store.summary(ex.pack)
     except Exception:  # noqa: BLE001 - progress is a convenience here
         return {}
-    return summary.get(getattr(ex, "key", "") or ex.id) or summary.get(ex.id) or {}
+    return summary.get(ex.id) or {}
 
 
 def shows_unseen_solution(request: Request, ex: Exercise) -> bool:
@@ -110,11 +110,11 @@ def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | N
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
     try:
-        stats = ctx(request).store.cloze_stats(ex.id)
+        stats = ctx(request).store.cloze_stats(ex.id, pack=ex.pack)
     except Exception:  # noqa: BLE001 - no history yet is fine
         stats = None
     masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
-    return {"snippet": ex.id, "seed": seed, "ratio": ratio, "maskable": len(positions),
+    return {"snippet": ex.key, "seed": seed, "ratio": ratio, "maskable": len(positions),
             "masked": [p.key for p in masked], "counter": cz.counter_text(len(positions), len(masked), lang),
             "html": snippet_html(source, masked, lang=lang)}
 
@@ -123,10 +123,20 @@ def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | N
 def list_snippets(request: Request) -> list[dict]:
     """The snippets of the MLM drill (one per exercise with ``cloze = true``)."""
     lang = lang_of(request)
-    return [{"id": ex.id, "title": ex.title.get(lang, ex.id), "url": f"/cloze/{ex.id}"} for ex in snippets(request)]
+    return [{"id": ex.key, "title": ex.title.get(lang, ex.id), "url": f"/cloze/{ex.key}"} for ex in snippets(request)]
 
 
-@router.post("/api/cloze/{snippet_id}", tags=["cloze"])
+# registered before the route below, whose PACK/ID path would take ".../open" too
+@router.post("/api/cloze/{snippet_id:path}/open", tags=["cloze"])
+def open_snippet(request: Request, snippet_id: str) -> dict:
+    """Open the drill of an exercise not solved yet: recorded as "solution seen" (it shows the solution)."""
+    ex = snippet(request, snippet_id)
+    if shows_unseen_solution(request, ex):
+        ctx(request).store.record_solution_revealed(ex.id, pack=ex.pack)
+    return {"snippet": ex.key, "revealed": True}
+
+
+@router.post("/api/cloze/{snippet_id:path}", tags=["cloze"])
 async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> dict:
     """Draw a new mask, or check answers for the masked keys."""
     from alignlings.practice import cloze as cz
@@ -135,7 +145,7 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
     ex = snippet(request, snippet_id)
     if body.action == "draw":
         if shows_unseen_solution(request, ex):  # a draw shows the rest of the solution
-            ctx(request).store.record_solution_revealed(ex.id)
+            ctx(request).store.record_solution_revealed(ex.id, pack=ex.pack)
         return _draw(request, ex, lang, body.ratio, body.seed)
     source = cz.snippet_source(ex, lang)
     by_key = {p.key: p for p in cz.maskable_positions(source)}
@@ -148,7 +158,8 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
 
     def grade():
         results = cz.check(ex, source, masked, answers, c.grader())
-        c.store.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results])
+        c.store.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results],
+                           pack=ex.pack)
         return results
 
     try:
@@ -161,17 +172,8 @@ async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> di
         log.exception("cloze check failed on %s", ex.id)
         raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
     right = sum(1 for r in results if r["correct"])
-    return {"snippet": ex.id, "results": results, "right": right, "total": len(results),
+    return {"snippet": ex.key, "results": results, "right": right, "total": len(results),
             "score": ui(lang)["cloze_score"].format(right=right, total=len(results))}
-
-
-@router.post("/api/cloze/{snippet_id}/open", tags=["cloze"])
-def open_snippet(request: Request, snippet_id: str) -> dict:
-    """Open the drill of an exercise not solved yet: recorded as "solution seen" (it shows the solution)."""
-    ex = snippet(request, snippet_id)
-    if shows_unseen_solution(request, ex):
-        ctx(request).store.record_solution_revealed(ex.id)
-    return {"snippet": ex.id, "revealed": True}
 
 
 @router.get("/cloze", include_in_schema=False)
@@ -179,10 +181,10 @@ def cloze_index(request: Request):
     items = snippets(request)
     if not items:
         raise HTTPException(404, "this pack has no cloze snippets")
-    return cloze_page(request, items[0].id)
+    return cloze_page(request, items[0].key)
 
 
-@router.get("/cloze/{snippet_id}", include_in_schema=False)
+@router.get("/cloze/{snippet_id:path}", include_in_schema=False)
 def cloze_page(request: Request, snippet_id: str):
     lang = lang_of(request)
     ex = snippet(request, snippet_id)
@@ -190,9 +192,9 @@ def cloze_page(request: Request, snippet_id: str):
     if shows_unseen_solution(request, ex):  # ask first: the drill shows the solution
         return render_page(request, "cloze.html", nav="cloze", ex=ex, title=title, snippets=snippets(request),
                            draw=None, gate=ui(lang)["cloze_gate"].format(title=title),
-                           client={"lang": lang, "t": ui(lang), "snippet": ex.id, "draw": None})
+                           client={"lang": lang, "t": ui(lang), "snippet": ex.key, "draw": None})
     first = _draw(request, ex, lang, DEFAULT_RATIO, None)
     return render_page(request, "cloze.html", nav="cloze", ex=ex, title=title,
                        snippets=snippets(request), draw=first, gate=None,
-                       client={"lang": lang, "t": ui(lang), "snippet": ex.id, "draw": {k: v for k, v in first.items()
+                       client={"lang": lang, "t": ui(lang), "snippet": ex.key, "draw": {k: v for k, v in first.items()
                                                                                       if k != "html"}})

@@ -62,7 +62,7 @@ def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[d
     """The latest attempt since the last reset: its fills (to put back into the inputs) and the
     ✓/✗ mark of each blank (``index``, ``fill``, ``passed``, ``message``). Empty if none."""
     try:
-        attempts = ctx(request).store.attempts(ex.id)
+        attempts = ctx(request).store.attempts(ex.id, pack=ex.pack)
     except Exception:  # noqa: BLE001 - progress is a convenience here, never a reason to fail the page
         return {}, []
     for attempt in reversed(list(attempts or [])):
@@ -137,7 +137,7 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
 
 def hints_taken(request: Request, ex: Exercise) -> int:
     try:
-        return int(ctx(request).store.hints_taken(ex.id) or 0)
+        return int(ctx(request).store.hints_taken(ex.id, pack=ex.pack) or 0)
     except Exception:  # noqa: BLE001
         return 0
 
@@ -147,18 +147,18 @@ def hints_taken(request: Request, ex: Exercise) -> int:
 def list_exercises(request: Request) -> list[dict]:
     """The pack's exercises in order, with the learner's progress on each."""
     lang = lang_of(request)
-    summary = ctx(request).store.summary()
+    summaries = {p.id: ctx(request).store.summary(p.id) for p in ctx(request).pack.packs}
     out = []
     for ex in ctx(request).pack:
-        row = summary.get(ex.id, {})
-        out.append({"id": ex.id, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
+        row = summaries.get(ex.pack, {}).get(ex.id, {})
+        out.append({"id": ex.id, "key": ex.key, "pack": ex.pack, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
                     "cloze": ex.cloze, "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
                     "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed")),
-                    "url": f"/exercises/{ex.id}"})
+                    "url": f"/exercises/{ex.key}"})
     return out
 
 
-@router.get("/api/exercises/{exercise_id}", tags=["exercises"])
+@router.get("/api/exercises/{exercise_id:path}", tags=["exercises"])
 def exercise_detail(request: Request, exercise_id: str) -> dict:
     """Statement (Markdown and HTML), the template, the blanks with their TODO text, hint counts."""
     from alignlings.practice.grader import template_for
@@ -166,7 +166,7 @@ def exercise_detail(request: Request, exercise_id: str) -> dict:
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
     texts = ex.texts(lang)
-    out = {"id": ex.id, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
+    out = {"id": ex.id, "key": ex.key, "pack": ex.pack, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
            "statement": texts.statement, "statement_html": render.markdown(texts.statement),
            "hints_total": len(texts.hints), "hints_taken": hints_taken(request, ex), "cloze": ex.cloze}
     if ex.is_code:
@@ -181,7 +181,7 @@ def exercise_detail(request: Request, exercise_id: str) -> dict:
     return out
 
 
-@router.post("/api/exercises/{exercise_id}/check", tags=["exercises"])
+@router.post("/api/exercises/{exercise_id:path}/check", tags=["exercises"])
 async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
     """Grade ``{"code": ...}`` or ``{"fills": [...]}``; the verdict is the engine's, unchanged."""
     ex = code_exercise(request, exercise_id)
@@ -230,7 +230,10 @@ def blank_hints(ex: Exercise, lang: str) -> list[list[str]]:
 
 
 def _blank_hints_key(ex: Exercise) -> str:
-    return f"web.blank_hints_taken:{ex.id}"
+    from alignlings.practice.pack import BUILTIN_PACK_ID
+
+    # the built-in pack keeps its old key; another pack's exercise is named PACK/ID
+    return f"web.blank_hints_taken:{ex.id if ex.pack == BUILTIN_PACK_ID else f'{ex.pack}/{ex.id}'}"
 
 
 def blank_hints_taken(request: Request, ex: Exercise) -> dict[int, int]:
@@ -241,7 +244,7 @@ def blank_hints_taken(request: Request, ex: Exercise) -> dict[int, int]:
         return {}
 
 
-@router.post("/api/exercises/{exercise_id}/hint", tags=["exercises"])
+@router.post("/api/exercises/{exercise_id:path}/hint", tags=["exercises"])
 def next_hint(request: Request, exercise_id: str, body: HintBody | None = None) -> dict:
     """Record and return the next hint (progressive: a nudge first, the formula last).
 
@@ -266,20 +269,20 @@ def next_hint(request: Request, exercise_id: str, body: HintBody | None = None) 
     hints = ex.texts(lang).hints
     if not hints:
         raise HTTPException(404, f"{exercise_id!r} has no hints")
-    taken = int(ctx(request).store.record_hint(ex.id))
+    taken = int(ctx(request).store.record_hint(ex.id, pack=ex.pack, available=len(hints)))
     n = max(1, min(taken, len(hints)))
     return {"index": n, "total": len(hints), "hint": hints[n - 1], "html": render.inline_markdown(hints[n - 1]),
             "last": n >= len(hints)}
 
 
-@router.post("/api/exercises/{exercise_id}/solution", tags=["exercises"])
+@router.post("/api/exercises/{exercise_id:path}/solution", tags=["exercises"])
 def reveal_solution(request: Request, exercise_id: str) -> dict:
     """Reveal the reference answer and its explanation (recorded as revealed)."""
     from alignlings.practice.grader import solution_for
 
     lang = lang_of(request)
     ex = code_exercise(request, exercise_id)
-    ctx(request).store.record_solution_revealed(ex.id)
+    ctx(request).store.record_solution_revealed(ex.id, pack=ex.pack)
     code = solution_for(ex, lang)
     texts = ex.texts(lang)
     blanks = _blanks(ex)
@@ -301,7 +304,7 @@ def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> 
 
 
 # -- page ------------------------------------------------------------------------------------
-@router.get("/exercises/{exercise_id}", include_in_schema=False)
+@router.get("/exercises/{exercise_id:path}", include_in_schema=False)
 def exercise_page(request: Request, exercise_id: str):
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
@@ -312,20 +315,20 @@ def exercise_page(request: Request, exercise_id: str):
     if not ex.is_code:
         from alignlings.web.quiz import quiz_page
 
-        return quiz_page(request, only=ex.id)
+        return quiz_page(request, only=ex.key)
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)
     hints = [render.inline_markdown(h) for h in texts.hints[:taken]]
-    row = ctx(request).store.summary().get(ex.id, {})
+    row = ctx(request).store.summary(ex.pack).get(ex.id, {})
     pack = ctx(request).pack
     order = list(pack.exercises)
-    i = order.index(ex.id)
+    i = order.index(ex.key)
 
     def link(j: int) -> dict | None:
         if not 0 <= j < len(order):
             return None
         other = pack.get(order[j])
-        return {"id": other.id, "title": other.title.get(lang, other.id), "url": f"/exercises/{other.id}"}
+        return {"id": other.key, "title": other.title.get(lang, other.id), "url": f"/exercises/{other.key}"}
 
     fills, marks = last_attempt(request, ex)
     per_blank = blank_hints(ex, lang)
@@ -339,6 +342,6 @@ def exercise_page(request: Request, exercise_id: str):
                        code_html=template_html(ex, lang, fills),
                        hints=hints, hints_total=len(texts.hints), solved=bool(row.get("solved")),
                        revealed=bool(row.get("revealed")), prev=link(i - 1), next=link(i + 1),
-                       client={"lang": lang, "t": ui(lang), "exercise": ex.id, "blanks": len(_blanks(ex)),
+                       client={"lang": lang, "t": ui(lang), "exercise": ex.key, "blanks": len(_blanks(ex)),
                                "marks": marks, "blank_hints": {str(k): v for k, v in shown_blank_hints.items()},
                                "next": link(i + 1)})

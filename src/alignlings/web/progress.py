@@ -20,11 +20,11 @@ router = APIRouter()
 
 def rows(request: Request) -> list[dict]:
     lang = lang_of(request)
-    summary = ctx(request).store.summary()
+    summaries = {p.id: ctx(request).store.summary(p.id) for p in ctx(request).pack.packs}
     out = []
     for ex in ctx(request).pack:
-        row = summary.get(ex.id, {})
-        out.append({"id": ex.id, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
+        row = summaries.get(ex.pack, {}).get(ex.id, {})
+        out.append({"id": ex.id, "key": ex.key, "pack": ex.pack, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
                     "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
                     "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed"))})
     return out
@@ -34,7 +34,8 @@ def rows(request: Request) -> list[dict]:
 def get_progress(request: Request) -> dict:
     """Per exercise: solved, attempts, hints taken, whether the solution was revealed."""
     store = ctx(request).store
-    return {"exercises": rows(request), "summary": store.summary()}
+    return {"exercises": rows(request), "summary": store.summary(ctx(request).pack.packs[0].id),
+            "summaries": {p.id: store.summary(p.id) for p in ctx(request).pack.packs}}
 
 
 @router.get("/api/progress/export", tags=["progress"])
@@ -73,7 +74,8 @@ async def import_progress(request: Request) -> dict:
     exercises = {ex.id for ex in pack}
     questions = {q.id for ex in pack if ex.kind == "quiz" for q in ex.quiz}
     try:
-        counts = ctx(request).store.import_(data, exercises=exercises, questions=questions, packs={pack.id})
+        counts = ctx(request).store.import_(data, exercises=exercises, questions=questions,
+                                            packs={p.id for p in pack.packs})
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
     return {"imported": counts}
@@ -82,11 +84,11 @@ async def import_progress(request: Request) -> dict:
 def _quiz_rows(request: Request, lang: str) -> list[dict]:
     from alignlings.web.quiz import _latest_answers
 
-    latest = _latest_answers(request)
     out = []
     for ex in ctx(request).pack:
         if ex.kind != "quiz":
             continue
+        latest = _latest_answers(request, ex.pack)
         for q in ex.quiz:
             a = latest.get(q.id)
             out.append({"id": q.id, "question_html": render.inline_markdown(q.question.get(lang, q.id)),
@@ -100,7 +102,7 @@ def _cloze_rows(request: Request, lang: str) -> list[dict]:
         if not ex.cloze:
             continue
         try:
-            stats = ctx(request).store.cloze_stats(ex.id) or {}
+            stats = ctx(request).store.cloze_stats(ex.id, pack=ex.pack) or {}
         except Exception:  # noqa: BLE001
             stats = {}
         seen = right = 0
@@ -108,7 +110,7 @@ def _cloze_rows(request: Request, lang: str) -> list[dict]:
             if isinstance(value, dict):
                 seen += int(value.get("seen", value.get("attempts", 0)) or 0)
                 right += int(value.get("right", value.get("correct", 0)) or 0)
-        out.append({"id": ex.id, "title": ex.title.get(lang, ex.id), "seen": seen, "right": right})
+        out.append({"id": ex.key, "title": ex.title.get(lang, ex.id), "seen": seen, "right": right})
     return out
 
 

@@ -30,23 +30,23 @@ def quiz_exercises(request: Request) -> list[Exercise]:
 def find_question(request: Request, qid: str) -> tuple[Exercise, QuizQuestion]:
     for ex in quiz_exercises(request):
         for q in ex.quiz:
-            if q.id == qid:
+            if qid in (q.id, f"{ex.pack}/{q.id}"):  # PACK/QID where two packs share a question id
                 return ex, q
     raise HTTPException(404, f"unknown question {qid!r}")
 
 
 def public_question(ex: Exercise, q: QuizQuestion, lang: str) -> dict:
     """A question without its answer."""
-    return {"id": q.id, "exercise": ex.id, "question": q.question.get(lang, ""),
+    return {"id": q.id, "exercise": ex.key, "pack": ex.pack, "question": q.question.get(lang, ""),
             "question_html": render.markdown(q.question.get(lang, "")),
             "options": [{"text": o.text.get(lang, ""), "html": render.inline_markdown(o.text.get(lang, ""))}
                         for o in q.options]}
 
 
-def _latest_answers(request: Request) -> dict[str, dict]:
-    """question id -> the learner's last answer (``choice``, ``correct``, ...)."""
+def _latest_answers(request: Request, pack: str | None = None) -> dict[str, dict]:
+    """question id -> the learner's last answer (``choice``, ``correct``, ...) in one pack (None: the first)."""
     try:
-        return dict(ctx(request).store.quiz_answers() or {})
+        return dict(ctx(request).store.quiz_answers(pack=pack or ctx(request).pack.packs[0].id) or {})
     except Exception:  # noqa: BLE001 - progress is a convenience here
         return {}
 
@@ -58,7 +58,7 @@ def list_questions(request: Request) -> dict:
     return {"questions": [public_question(ex, q, lang) for ex in quiz_exercises(request) for q in ex.quiz]}
 
 
-@router.post("/api/quiz/{qid}", tags=["quiz"])
+@router.post("/api/quiz/{qid:path}", tags=["quiz"])
 def answer(request: Request, qid: str, body: AnswerBody) -> dict:
     """Record an answer; returns whether it is right and the explanation of every option."""
     lang = lang_of(request)
@@ -67,7 +67,7 @@ def answer(request: Request, qid: str, body: AnswerBody) -> dict:
         raise HTTPException(422, f"choice: expected 0..{len(q.options) - 1}, got {body.choice}")
     correct = body.choice == q.answer
     store = ctx(request).store
-    store.record_quiz_answer(q.id, body.choice, correct)
+    store.record_quiz_answer(q.id, body.choice, correct, pack=ex.pack)
     out = answer_payload(q, body.choice, lang)
     latest = round_answers(request, ex)
     right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
@@ -88,12 +88,14 @@ def answer_payload(q: QuizQuestion, choice: int, lang: str) -> dict:
 
 
 def _round_key(ex: Exercise) -> str:
-    return f"web.quiz_round_started:{ex.id}"
+    from alignlings.practice.pack import BUILTIN_PACK_ID
+
+    return f"web.quiz_round_started:{ex.id if ex.pack == BUILTIN_PACK_ID else f'{ex.pack}/{ex.id}'}"
 
 
 def round_answers(request: Request, ex: Exercise) -> dict[str, dict]:
     """The latest answer to each of the quiz's questions since the learner last chose "retake"."""
-    latest = _latest_answers(request)
+    latest = _latest_answers(request, ex.pack)
     try:
         started = ctx(request).store.get_setting(_round_key(ex))
     except Exception:  # noqa: BLE001
@@ -113,18 +115,18 @@ def retake(request: Request, body: RetakeBody) -> dict:
     """Start a new round: the page forgets the shown answers (the history stays in the progress)."""
     from alignlings.practice.progress import utcnow
 
-    ex = next((e for e in quiz_exercises(request) if e.id == body.exercise), None)
+    ex = next((e for e in quiz_exercises(request) if body.exercise in (e.key, f"{e.pack}/{e.id}")), None)
     if ex is None:
-        raise HTTPException(404, f"exercise: expected one of {[e.id for e in quiz_exercises(request)]}, "
+        raise HTTPException(404, f"exercise: expected one of {[e.key for e in quiz_exercises(request)]}, "
                                  f"got {body.exercise!r}")
     ctx(request).store.set_setting(_round_key(ex), utcnow())
-    return {"exercise": ex.id, "answered": 0, "total": len(ex.quiz)}
+    return {"exercise": ex.key, "answered": 0, "total": len(ex.quiz)}
 
 
 @router.get("/quiz", include_in_schema=False)
 def quiz_page(request: Request, only: str | None = None):
     lang = lang_of(request)
-    exercises = [ex for ex in quiz_exercises(request) if only is None or ex.id == only]
+    exercises = [ex for ex in quiz_exercises(request) if only is None or ex.key == only]
     questions = [public_question(ex, q, lang) for ex in exercises for q in ex.quiz]
     title = exercises[0].title.get(lang, exercises[0].id) if len(exercises) == 1 else ui(lang)["nav_quiz"]
     answered, rounds = {}, []
@@ -134,7 +136,7 @@ def quiz_page(request: Request, only: str | None = None):
             if q.id in latest:
                 answered[q.id] = answer_payload(q, int(latest[q.id]["choice"]), lang)
         right = sum(1 for q in ex.quiz if answered.get(q.id, {}).get("correct"))
-        rounds.append({"exercise": ex.id, "answered": sum(1 for q in ex.quiz if q.id in answered),
+        rounds.append({"exercise": ex.key, "answered": sum(1 for q in ex.quiz if q.id in answered),
                        "right": right, "total": len(ex.quiz)})
     return render_page(request, "quiz.html", nav="quiz", title=title, questions=questions, rounds=rounds,
                        client={"lang": lang, "t": ui(lang), "questions": questions, "answered": answered,
