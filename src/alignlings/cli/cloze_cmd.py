@@ -6,18 +6,11 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
 
-MSG = {
-    "prompt": {"en": "[{n}]", "zh": "[{n}]"},
-    "score": {"en": "{right}/{total} right", "zh": "答对 {right}/{total}"},
-    "exact": {"en": "right", "zh": "正确"},
-    "equivalent": {"en": "accepted: behaves the same as '{token}'", "zh": "接受：与「{token}」行为相同"},
-    "wrong": {"en": "expected '{token}'", "zh": "应为「{token}」"},
-    "empty": {"en": "empty, expected '{token}'", "zh": "未填写，应为「{token}」"},
-    "none": {"en": "no cloze snippet for {id}; try one of: {ids}", "zh": "{id} 没有填空片段；可选：{ids}"},
-}
+MSG = i18n.table("cli.cloze")  # strings: locales/{en,zh}.toml [cli.cloze]
 
 
 @app.command()

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
+
 LangOption = Annotated[
     str | None, typer.Option("--lang", help="Language of texts: en or zh (default: from the locale).",
                              show_default=False)
@@ -114,28 +116,7 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
-T = {
-    "welcome": {"en": "Welcome to alignlings! Practise DPO, GRPO and reward models by filling blanks; "
-                      "every check runs your code against a verified reference.",
-                "zh": "欢迎来到 alignlings！通过填空练习 DPO、GRPO 和奖励模型；每次检查都会把你的代码与经过验证的参考实现对比运行。"},
-    "next": {"en": "Next: {id} ({title}). Start it with `alignlings start {id}{pack}`.",
-             "zh": "下一个：{id}（{title}）。用 `alignlings start {id}{pack}` 开始。"},
-    "next_quiz": {"en": "Next: {id} ({title}). Answer it with `alignlings quiz {id}{pack}`.",
-                  "zh": "下一个：{id}（{title}）。用 `alignlings quiz {id}{pack}` 作答。"},
-    "all_done": {"en": "Every exercise is solved. Try the cloze drill: `alignlings cloze dpo-loss`.",
-                 "zh": "所有练习都已完成。试试填空挑战：`alignlings cloze dpo-loss`。"},
-    "solved": {"en": "solved", "zh": "已完成"},
-    "todo": {"en": "to do", "zh": "未完成"},
-    "exercise": {"en": "exercise", "zh": "练习"},
-    "title": {"en": "title", "zh": "标题"},
-    "level": {"en": "level", "zh": "难度"},
-    "status": {"en": "status", "zh": "状态"},
-    "attempts": {"en": "attempts", "zh": "尝试次数"},
-    "hints": {"en": "hints", "zh": "提示"},
-    "revealed": {"en": "solution seen", "zh": "看过答案"},
-    "requires": {"en": "after: {tracks}", "zh": "先完成：{tracks}"},
-    "track": {"en": "track", "zh": "单元"},
-}
+T = i18n.table("cli.common")  # strings: locales/{en,zh}.toml [cli.common]
 
 
 def t(key: str, lang: str, **kw) -> str:

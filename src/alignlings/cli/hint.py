@@ -7,15 +7,11 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
-from alignlings.cli.common import (LangOption, PackOption, console, get_exercise, load, pack_args, resolve_lang,
-                                   store)
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, pack_args, resolve_lang, store
 
-MSG = {"hint": {"en": "Hint {n}/{total}", "zh": "提示 {n}/{total}"},
-       "last": {"en": "(that was the last hint: `alignlings solution {id}` reveals the answer)",
-                "zh": "（这是最后一条提示：`alignlings solution {id}` 会显示答案）"},
-       "blank": {"en": "Blank {blank}, hint {n}/{total}", "zh": "第 {blank} 空，提示 {n}/{total}"},
-       "blank_last": {"en": "(that was the answer for this blank)", "zh": "（这已经是这一空的答案）"}}
+MSG = i18n.table("cli.hint")  # strings: locales/{en,zh}.toml [cli.hint]
 
 
 @app.command()

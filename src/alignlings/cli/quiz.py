@@ -6,16 +6,11 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
 
-MSG = {
-    "prompt": {"en": "Your answer (A-{last})", "zh": "你的答案（A-{last}）"},
-    "right": {"en": "Right!", "zh": "答对了！"},
-    "wrong": {"en": "Not quite: the answer is {letter}.", "zh": "不对：正确答案是 {letter}。"},
-    "score": {"en": "Score: {right}/{total}", "zh": "得分：{right}/{total}"},
-    "bad": {"en": "Please answer with a letter A-{last}.", "zh": "请用字母 A-{last} 作答。"},
-}
+MSG = i18n.table("cli.quiz")  # strings: locales/{en,zh}.toml [cli.quiz]
 LETTERS = "ABCDEFGH"
 
 

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-L = {
-    "pass": {"en": "PASSED", "zh": "通过"},
-    "fail": {"en": "NOT YET", "zh": "还没通过"},
-    "blank": {"en": "blank", "zh": "空"},
-    "cases": {"en": "cases", "zh": "用例"},
-    "output": {"en": "output of your file", "zh": "你的文件的输出"},
-    "error": {"en": "error", "zh": "错误"},
-    "isolation": {"en": "isolation", "zh": "隔离方式"},
-    "more": {"en": "… and {n} more (`--json` lists every case)", "zh": "…… 还有 {n} 个（`--json` 列出全部用例）"},
-}
+from alignlings import i18n
+
+L = i18n.table("cli.report")  # strings: locales/{en,zh}.toml [cli.report]
 SHOWN_FAILURES = 4
 
 

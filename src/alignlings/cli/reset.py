@@ -6,13 +6,20 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
-from alignlings.cli.common import LangOption, PackOption, console, exercise_file, get_exercise, load, resolve_lang, store
+from alignlings.cli.common import (
+    LangOption,
+    PackOption,
+    console,
+    exercise_file,
+    get_exercise,
+    load,
+    resolve_lang,
+    store,
+)
 
-MSG = {"done": {"en": "{id} starts over: attempts and hints count from zero (history is kept).",
-                "zh": "{id} 已重新开始：尝试和提示从零计数（历史记录仍保留）。"},
-       "file": {"en": "your file was backed up to {backup} and replaced by a fresh template",
-                "zh": "你的文件已备份到 {backup}，并替换为新的模板"}}
+MSG = i18n.table("cli.reset")  # strings: locales/{en,zh}.toml [cli.reset]
 
 
 @app.command()

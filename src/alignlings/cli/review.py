@@ -13,42 +13,11 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
 
-MSG = {
-    "due": {"en": "{n} due today ({total} items in review).", "zh": "今天有 {n} 项待复习（共 {total} 项在复习中）。"},
-    "showing": {"en": "Reviewing {n} of them (--limit).", "zh": "本次复习其中 {n} 项（--limit）。"},
-    "none": {"en": "Nothing to review today.", "zh": "今天没有要复习的内容。"},
-    "empty": {"en": "Nothing to review yet: solve exercises, answer the quiz or try `alignlings cloze`, "
-                    "and what you practise comes back here.",
-              "zh": "还没有可复习的内容：先做练习、答测验或试试 `alignlings cloze`，练过的内容会在这里回来复习。"},
-    "next": {"en": "Next item: {when}.", "zh": "下一项：{when}。"},
-    "header": {"en": "[{i}/{n}] {kind} · {title}", "zh": "[{i}/{n}] {kind} · {title}"},
-    "kind_quiz": {"en": "quiz question", "zh": "测验题"},
-    "kind_cloze": {"en": "cloze line", "zh": "代码填空（一行）"},
-    "kind_misconception": {"en": "a mistake you made", "zh": "你犯过的错误"},
-    "kind_exercise": {"en": "re-solve a blank", "zh": "重做一个空"},
-    "letter": {"en": "Your answer (A-{last})", "zh": "你的答案（A-{last}）"},
-    "bad_letter": {"en": "Please answer with a letter A-{last}.", "zh": "请用字母 A-{last} 作答。"},
-    "fill": {"en": "Blank {n} (? for a hint)", "zh": "第 {n} 空（输入 ? 查看提示）"},
-    "token": {"en": "[{n}] (? for a hint)", "zh": "[{n}]（输入 ? 查看提示）"},
-    "todo": {"en": "TODO {n}: {text}", "zh": "TODO {n}：{text}"},
-    "hint": {"en": "Hint: {text}", "zh": "提示：{text}"},
-    "no_hint": {"en": "No hint for this blank.", "zh": "这一空没有提示。"},
-    "starts_with": {"en": "starts with '{c}'", "zh": "以「{c}」开头"},
-    "right": {"en": "Right.", "zh": "答对了。"},
-    "wrong": {"en": "Not quite: expected {expected}", "zh": "不对：应为 {expected}"},
-    "repeated": {"en": "The same misconception as before.", "zh": "和上次是同一个误区。"},
-    "rated": {"en": "Rated {rating}; back in {days} (on {date}).", "zh": "评为 {rating}；{days}后（{date}）再复习。"},
-    "days": {"en": "{n} days", "zh": "{n} 天"},
-    "one_day": {"en": "1 day", "zh": "1 天"},
-    "rating_again": {"en": "again", "zh": "重来"},
-    "rating_hard": {"en": "hard", "zh": "困难"},
-    "rating_good": {"en": "good", "zh": "良好"},
-    "rating_easy": {"en": "easy", "zh": "简单"},
-    "done": {"en": "Reviewed {n}: {right} right.", "zh": "已复习 {n} 项，答对 {right} 项。"},
-}
+MSG = i18n.table("cli.review")  # strings: locales/{en,zh}.toml [cli.review]
 LETTERS = "ABCDEFGH"
 
 

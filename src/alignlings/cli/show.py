@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
 
@@ -102,7 +103,7 @@ def _markdown_safe(text: str) -> str:
     return "".join(out)
 
 
-LEVEL = {"en": "level {n}", "zh": "难度 {n}"}
+LEVEL = i18n.texts("cli.show.level")  # strings: locales/{en,zh}.toml [cli.show]
 
 
 @app.command()

@@ -7,23 +7,20 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
-from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load, pack_args,
-                                   resolve_lang)
+from alignlings.cli.common import (
+    LangOption,
+    PackOption,
+    console,
+    exercise_file,
+    get_exercise,
+    load,
+    pack_args,
+    resolve_lang,
+)
 
-MSG = {
-    "exists": {"en": "{path} already exists: your work is kept. Use --force to start over (the old file is backed up).",
-               "zh": "{path} 已存在：你的代码会被保留。用 --force 重新开始（旧文件会先备份）。"},
-    "backup": {"en": "backed up your previous file to {path}", "zh": "已把之前的文件备份到 {path}"},
-    "wrote": {"en": "wrote {path}. Fill the _____ blanks, then run `alignlings check {id}{pack}` "
-                    "(or `alignlings watch {id}{pack}`).",
-              "zh": "已写入 {path}。填好 _____ 空，然后运行 `alignlings check {id}{pack}`"
-                    "（或 `alignlings watch {id}{pack}`）。"},
-    "wrote_bug": {"en": "wrote {path}: complete code with one real bug. Fix it, then run `alignlings check {id}{pack}` "
-                        "(or `alignlings watch {id}{pack}`).",
-                  "zh": "已写入 {path}：完整的代码，里面有一个真实的 bug。修好它，然后运行 `alignlings check {id}{pack}`"
-                        "（或 `alignlings watch {id}{pack}`）。"},
-}
+MSG = i18n.table("cli.start")  # strings: locales/{en,zh}.toml [cli.start]
 
 
 def backup(path) -> str:

@@ -11,15 +11,11 @@ from typing import Annotated
 
 import typer
 
+from alignlings import i18n
 from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
 
-MSG = {
-    "watching": {"en": "Watching {path}: save to re-check. Ctrl+C to stop.",
-                 "zh": "正在监视 {path}：保存即重新检查。按 Ctrl+C 退出。"},
-    "manual": {"en": "Press Enter to re-check {path} (Ctrl+C or q to stop).",
-               "zh": "按回车重新检查 {path}（Ctrl+C 或 q 退出）。"},
-}
+MSG = i18n.table("cli.watch")  # strings: locales/{en,zh}.toml [cli.watch]
 
 
 def _changes_watchfiles(path: Path):

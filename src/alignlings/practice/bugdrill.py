@@ -24,38 +24,14 @@ import ast
 import difflib
 from typing import Any
 
+from alignlings import i18n
 from alignlings.practice.pack import Exercise, PackError, QuizOption, QuizQuestion, WrongFix, _lang_dict, _read_toml
 
 MIN_WRONG_FIXES = 2
 MIN_REASONS = 3
 ANSWERS = ("bug", "expected")
 
-MESSAGES = {
-    "unchanged": {"en": "You have not changed buggy.py yet: it still shows the symptom.",
-                  "zh": "你还没有改动 buggy.py：症状依旧。"},
-    "changed": {"en": "You changed {lines}.", "zh": "你改动了{lines}。"},
-    "line": {"en": "line {n}", "zh": "第 {n} 行"},
-    "lines": {"en": "lines {a}–{b}", "zh": "第 {a}–{b} 行"},
-    "removed": {"en": "removed {what} of buggy.py", "zh": "删除了 buggy.py 的{what}"},
-    "join": {"en": ", ", "zh": "、"},
-    "same_as_buggy": {"en": "Your file still behaves exactly like the buggy code on every case: "
-                            "the change does not touch the bug.",
-                      "zh": "你的文件在每个用例上的行为仍与有 bug 的代码完全相同：这次改动没有碰到 bug。"},
-    "still_failing": {"en": "Still failing: {cases}.", "zh": "仍未通过：{cases}。"},
-    "outside": {"en": "Your change is away from where the bug lives. Look near {where}.",
-                "zh": "你改的地方离 bug 还有点远。看看{where}附近。"},
-    "inside": {"en": "You are looking in the right place ({where}), but the fix is not right yet.",
-               "zh": "位置找对了（{where}），但修法还不对。"},
-    "where": {"en": "lines {a}–{b}{func}", "zh": "{func}第 {a}–{b} 行"},
-    "where_func": {"en": " of `{name}`", "zh": "`{name}` 的"},
-    "fixed": {"en": "Fixed: your file behaves like the upstream fix on every case.",
-              "zh": "修好了：你的文件在每个用例上都与上游修复后的代码一致。"},
-    "verdict_q": {"en": "**Observation:** {observation}\n\n```python\n{code}\n```\n\nIs this a bug, or expected?",
-                  "zh": "**现象：** {observation}\n\n```python\n{code}\n```\n\n这是 bug，还是预期行为？"},
-    "reason_q": {"en": "Why? ({observation})", "zh": "为什么？（{observation}）"},
-    "bug": {"en": "A bug", "zh": "是 bug"},
-    "expected": {"en": "Expected behaviour", "zh": "是预期行为"},
-}
+MESSAGES = i18n.table("practice.bugdrill")  # strings: locales/{en,zh}.toml [practice.bugdrill]
 
 
 def msg(key: str, lang: str, **kw) -> str:

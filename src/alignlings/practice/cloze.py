@@ -27,6 +27,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from alignlings import i18n
 from alignlings.practice.progress import cloze_due
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ def check(exercise: Exercise | str, source: str, masked: list[Position], answers
 
 # -- text ------------------------------------------------------------------------------------
 
-COUNTER = {"en": "{n} maskable · {m} masked", "zh": "可遮盖 {n} 处 · 已遮盖 {m} 处"}
+COUNTER = i18n.texts("practice.cloze.counter")  # strings: locales/{en,zh}.toml [practice.cloze]
 
 
 def counter_text(n_maskable: int, n_masked: int, lang: str = "en") -> str:

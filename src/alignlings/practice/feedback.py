@@ -14,41 +14,9 @@ from __future__ import annotations
 
 import math
 
-MESSAGES = {
-    "correct": {"en": "correct", "zh": "正确"},
-    "empty": {"en": "still empty: replace _____ with your code", "zh": "还是空的：请把 _____ 换成你的代码"},
-    "not_found": {"en": "could not find this blank in your file (the line around it was changed); "
-                        "it is graded only as part of the whole file",
-                  "zh": "在你的文件中找不到这个空（它所在的行被改动了）；只作为整个文件的一部分评分"},
-    "load_error": {"en": "this fill does not run: {error}", "zh": "这个填空无法运行：{error}"},
-    "case_error": {"en": "case '{case}' raised {error}", "zh": "用例「{case}」抛出了异常 {error}"},
-    "shape": {"en": "case '{case}': expected shape {expected}, got {got}",
-              "zh": "用例「{case}」：期望形状 {expected}，实际为 {got}"},
-    "dtype": {"en": "case '{case}': expected dtype {expected}, got {got}",
-              "zh": "用例「{case}」：期望 dtype {expected}，实际为 {got}"},
-    "type": {"en": "case '{case}': expected {expected}, got {got}", "zh": "用例「{case}」：期望 {expected}，实际为 {got}"},
-    "scalar": {"en": "case '{case}': expected {expected}, got {got}", "zh": "用例「{case}」：期望 {expected}，实际为 {got}"},
-    "value": {"en": "case '{case}': values differ (max |diff| {max}, mean |diff| {mean}); {first}",
-              "zh": "用例「{case}」：数值不同（最大 |差| {max}，平均 |差| {mean}）；{first}"},
-    "nonfinite": {"en": "case '{case}': produced inf/NaN where the reference is finite; {first}",
-                  "zh": "用例「{case}」：在参考结果有限的位置得到了 inf/NaN；{first}"},
-    "element": {"en": "[{index}] expected {expected}, got {got}", "zh": "[{index}] 期望 {expected}，实际为 {got}"},
-    "expected_got": {"en": "expected {expected}, got {got}", "zh": "期望 {expected}，实际为 {got}"},
-    "list_sep": {"en": "; ", "zh": "；"},
-    "other": {"en": "case '{case}': {detail}", "zh": "用例「{case}」：{detail}"},
-    "passed_case": {"en": "passed", "zh": "通过"},
-    "bad_report": {"en": "the run's report did not have the exercise's form; nothing was graded",
-                   "zh": "运行结果不符合本练习的格式，未评分"},
-    "not_checked": {"en": "not checked: the run stopped early ({reason})", "zh": "未检查：运行提前终止（{reason}）"},
-    # the web app shows the template with a box per blank: no file, no _____, its own line numbers
-    "empty_todo": {"en": "TODO {n} is still empty: type your code in its box",
-                   "zh": "TODO {n} 还是空的：请在它的输入框里写代码"},
-    "todo_does_not_parse": {"en": "TODO {n} does not parse: {error}", "zh": "TODO {n} 无法解析：{error}"},
-    "todo_does_not_run": {"en": "TODO {n} does not run: {error}", "zh": "TODO {n} 无法运行：{error}"},
-    "not_run_empty": {"en": "not run yet: fill {todos} first", "zh": "尚未运行：请先填写 {todos}"},
-    "syntax_at_line": {"en": "{error} (line {line}{todo})", "zh": "{error}（第 {line} 行{todo}）"},
-    "syntax_todo": {"en": ", TODO {n}", "zh": "，TODO {n}"},
-}
+from alignlings import i18n
+
+MESSAGES = i18n.table("practice.feedback")  # strings: locales/{en,zh}.toml [practice.feedback]
 
 
 def msg(key: str, lang: str, **kw) -> str:

@@ -12,7 +12,7 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
-LANGS = ("en", "zh")
+from alignlings.i18n import LANGS  # noqa: E402,F401 - the one list of languages
 
 
 class PackError(ValueError):

@@ -14,6 +14,7 @@ import html
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from alignlings import i18n
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
@@ -22,16 +23,7 @@ from alignlings.web.i18n import ui
 
 router = APIRouter()
 
-STRINGS = {
-    "en": {"editor": "Your code (the whole file)", "diff": "Your change", "show_diff": "Show my change",
-           "reset": "Back to the buggy code", "reset_ask": "Replace your code with the original buggy code?",
-           "story": "The real bug", "no_change": "No change yet.", "changes": "Changes",
-           "symptom": "Symptom and task", "not_yet": "Not yet"},
-    "zh": {"editor": "你的代码（整个文件）", "diff": "你的改动", "show_diff": "查看我的改动",
-           "reset": "恢复为有 bug 的代码", "reset_ask": "用原始的有 bug 的代码替换你的代码？",
-           "story": "真实的 bug", "no_change": "还没有改动。", "changes": "改动",
-           "symptom": "症状与任务", "not_yet": "还没通过"},
-}
+STRINGS = i18n.lang_table("web.bugdrill")  # strings: locales/{en,zh}.toml [web.bugdrill]
 
 
 class DiffBody(BaseModel):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from alignlings import i18n
 from alignlings.web.context import ctx, lang_of, render_page
 
 router = APIRouter()
 
 # strings of this page only (the shared ones live in alignlings.web.i18n)
-AFTER = {"en": "after: {tracks}", "zh": "先完成：{tracks}"}
+AFTER = i18n.texts("web.home.after")  # strings: locales/{en,zh}.toml [web.home]
 
 
 def groups(request: Request) -> list[dict]:

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from alignlings import i18n
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.guard import QueueFull, client_key
@@ -26,45 +27,7 @@ MAX_ANSWER_CHARS = 500
 _lock = threading.Lock()
 
 # strings of this page only (the shared ones live in alignlings.web.i18n)
-STRINGS = {
-    "en": {
-        "nav_review": "Review", "title": "Review", "mastery": "Mastery by concept",
-        "intro": "What you practised comes back just before you would forget it (FSRS). "
-                 "Enter answers; Enter checks, then Enter again moves on.",
-        "due": "{n} due today", "next": "Next item: {when}", "none": "Nothing due today.",
-        "empty": "Nothing to review yet: solve exercises, answer the quiz or try the MLM drill; what you practise "
-                 "comes back here.",
-        "practising": "Practising “{concept}”: its items you have met, least retained first.",
-        "kind_quiz": "Quiz question", "kind_cloze": "Cloze line", "kind_misconception": "A mistake you made",
-        "kind_exercise": "Re-solve a blank",
-        "check": "Check", "next_item": "Next", "hint": "Hint", "right": "Right.", "wrong": "Not quite.",
-        "expected": "Expected: {expected}", "repeated": "The same misconception as before.",
-        "rated": "Rated {rating}; back in {days} days ({date}).",
-        "rating_again": "again", "rating_hard": "hard", "rating_good": "good", "rating_easy": "easy",
-        "fill_label": "Blank {n}", "token_label": "Masked token {n}",
-        "done": "Done: {n} reviewed, {right} right.", "checking": "Checking…", "counter": "{i} of {n}",
-        "mastery_none": "not started", "practise": "Practise", "items": "{seen}/{items} items met",
-        "mastery_intro": "How likely you are to recall each concept's items a month from now (mean FSRS retrievability "
-                         "in 30 days of the items you have met); weakest first.",
-    },
-    "zh": {
-        "nav_review": "复习", "title": "复习", "mastery": "各概念掌握程度",
-        "intro": "练过的内容会在快要遗忘之前回来复习（FSRS）。输入答案后按 Enter 检查，再按 Enter 进入下一项。",
-        "due": "今天有 {n} 项待复习", "next": "下一项：{when}", "none": "今天没有要复习的内容。",
-        "empty": "还没有可复习的内容：先做练习、答测验或试试随机填空，练过的内容会在这里回来复习。",
-        "practising": "正在练习「{concept}」：你接触过的相关条目，记得最不牢的排在前面。",
-        "kind_quiz": "测验题", "kind_cloze": "代码填空（一行）", "kind_misconception": "你犯过的错误",
-        "kind_exercise": "重做一个空",
-        "check": "检查", "next_item": "下一项", "hint": "提示", "right": "答对了。", "wrong": "不对。",
-        "expected": "应为：{expected}", "repeated": "和上次是同一个误区。",
-        "rated": "评为「{rating}」；{days} 天后（{date}）再复习。",
-        "rating_again": "重来", "rating_hard": "困难", "rating_good": "良好", "rating_easy": "简单",
-        "fill_label": "第 {n} 空", "token_label": "被遮盖的第 {n} 个 token",
-        "done": "完成：复习了 {n} 项，答对 {right} 项。", "checking": "检查中…", "counter": "第 {i} 项，共 {n} 项",
-        "mastery_none": "尚未开始", "practise": "去练习", "items": "已接触 {seen}/{items} 项",
-        "mastery_intro": "一个月后你还能想起各概念条目的可能性（接触过的条目在 30 天后的平均 FSRS retrievability）；最薄弱的排在前面。",
-    },
-}
+STRINGS = i18n.lang_table("web.review")  # strings: locales/{en,zh}.toml [web.review]
 
 
 def strings(lang: str) -> dict[str, str]:
