@@ -149,8 +149,8 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
         return version("alignlings")
-    except Exception:  # noqa: BLE001
+    except PackageNotFoundError:
         return "0"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings import i18n
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
+from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
@@ -78,7 +79,7 @@ def last_code(request: Request, ex: Exercise) -> str | None:
     """The learner's latest file since the last reset, if any."""
     try:
         attempts = ctx(request).store.attempts(ex.id, pack=ex.pack)
-    except Exception:  # noqa: BLE001 - progress is a convenience here
+    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
         return None
     for attempt in reversed(list(attempts or [])):
         get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)

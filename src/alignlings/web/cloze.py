@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice.pack import Exercise
+from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.exercises import get_exercise
@@ -91,7 +92,7 @@ def snippet_html(source: str, masked, values: dict[str, str] | None = None, lang
 def _progress_row(request: Request, ex: Exercise) -> dict:
     try:
         summary = ctx(request).store.summary(ex.pack)
-    except Exception:  # noqa: BLE001 - progress is a convenience here
+    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
         return {}
     return summary.get(ex.id) or {}
 
@@ -111,7 +112,7 @@ def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | N
         seed = random.SystemRandom().randrange(2**31)
     try:
         stats = ctx(request).store.cloze_stats(ex.id, pack=ex.pack)
-    except Exception:  # noqa: BLE001 - no history yet is fine
+    except STORE_ERRORS:  # no history yet is fine
         stats = None
     masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
     return {"snippet": ex.key, "seed": seed, "ratio": ratio, "maskable": len(positions),

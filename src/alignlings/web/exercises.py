@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings.practice import blanks as bl
 from alignlings.practice.pack import Exercise, PackError
 from alignlings.practice import service
+from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
@@ -63,7 +64,7 @@ def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[d
     ✓/✗ mark of each blank (``index``, ``fill``, ``passed``, ``message``). Empty if none."""
     try:
         attempts = ctx(request).store.attempts(ex.id, pack=ex.pack)
-    except Exception:  # noqa: BLE001 - progress is a convenience here, never a reason to fail the page
+    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
         return {}, []
     for attempt in reversed(list(attempts or [])):
         get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
@@ -138,7 +139,7 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
 def hints_taken(request: Request, ex: Exercise) -> int:
     try:
         return int(ctx(request).store.hints_taken(ex.id, pack=ex.pack) or 0)
-    except Exception:  # noqa: BLE001
+    except STORE_ERRORS:
         return 0
 
 
@@ -240,7 +241,7 @@ def blank_hints_taken(request: Request, ex: Exercise) -> dict[int, int]:
     try:
         raw = ctx(request).store.get_setting(_blank_hints_key(ex), {}) or {}
         return {int(k): int(v) for k, v in raw.items()}
-    except Exception:  # noqa: BLE001 - progress is a convenience here
+    except (*STORE_ERRORS, ValueError, TypeError, AttributeError):  # a malformed setting counts as none
         return {}
 
 

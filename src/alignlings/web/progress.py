@@ -11,6 +11,7 @@ import json
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
+from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
@@ -103,7 +104,7 @@ def _cloze_rows(request: Request, lang: str) -> list[dict]:
             continue
         try:
             stats = ctx(request).store.cloze_stats(ex.id, pack=ex.pack) or {}
-        except Exception:  # noqa: BLE001
+        except STORE_ERRORS:
             stats = {}
         seen = right = 0
         for value in (stats.values() if isinstance(stats, dict) else []):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice.pack import Exercise, QuizQuestion
 from alignlings.practice import service
+from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.i18n import ui
@@ -47,7 +48,7 @@ def _latest_answers(request: Request, pack: str | None = None) -> dict[str, dict
     """question id -> the learner's last answer (``choice``, ``correct``, ...) in one pack (None: the first)."""
     try:
         return dict(ctx(request).store.quiz_answers(pack=pack or ctx(request).pack.packs[0].id) or {})
-    except Exception:  # noqa: BLE001 - progress is a convenience here
+    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
         return {}
 
 
@@ -98,7 +99,7 @@ def round_answers(request: Request, ex: Exercise) -> dict[str, dict]:
     latest = _latest_answers(request, ex.pack)
     try:
         started = ctx(request).store.get_setting(_round_key(ex))
-    except Exception:  # noqa: BLE001
+    except STORE_ERRORS:
         started = None
     ids = {q.id for q in ex.quiz}
     return {qid: a for qid, a in latest.items()
