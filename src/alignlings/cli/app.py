@@ -19,16 +19,42 @@ train_app = typer.Typer(help="Train with the reference library (toy GRPO, DPO, r
 app.add_typer(train_app, name="train")
 
 
+COMMANDS: list[tuple[typer.Typer, str | None, str]] = [
+    # (group, name (None: the function's), "module:function" in alignlings.cli); in `--help` order
+    (app, None, "check:check"),
+    (app, None, "cloze_cmd:cloze"),
+    (app, None, "export:export"),
+    (app, None, "hint:hint"),
+    (app, "list", "list_cmd:list_exercises"),
+    (app, None, "progress_cmd:progress"),
+    (app, None, "quiz:quiz"),
+    (app, None, "reset:reset"),
+    (app, None, "review:review"),
+    (app, None, "serve:serve"),
+    (app, None, "show:show"),
+    (app, None, "solution:solution"),
+    (app, None, "start:start"),
+    (train_app, "toy-grpo", "train_toy:toy_grpo"),
+    (train_app, "toy-dpo", "train_toy_dpo:toy_dpo"),
+    (train_app, "demo", "train_trainers:demo_command"),
+    (app, None, "watch:watch"),
+]
+"""Every command, in one list. Command modules define plain functions and never import this module
+(no import circle); each keeps torch out of its top level, so `--help` stays fast."""
+
+
 def _register() -> None:
-    # Imported for their side effect of adding commands; each keeps torch out of its top level.
-    from alignlings.cli import (  # noqa: F401
-        check, cloze_cmd, dev, export, hint, home, list_cmd, progress_cmd, quiz, reset, show, solution, start,
-        train_toy, watch,
-    )
-    from alignlings.cli import serve  # noqa: F401
-    from alignlings.cli import train_trainers  # noqa: F401
-    from alignlings.cli import train_toy_dpo  # noqa: F401
-    from alignlings.cli import review  # noqa: F401
+    import importlib
+
+    for group, name, target in COMMANDS:
+        module, _, fn = target.partition(":")
+        group.command(name)(getattr(importlib.import_module(f"alignlings.cli.{module}"), fn))
+    from alignlings.cli import dev, home, train_trainers
+
+    app.callback(invoke_without_command=True)(home.home)
+    app.add_typer(dev.dev_app, name="dev")
+    for kind, command in train_trainers.trainer_commands.items():
+        train_app.command(kind)(command)
 
 
 _register()

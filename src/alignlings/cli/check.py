@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load,
                                    pack_args, resolve_lang, store)
 
@@ -31,7 +30,6 @@ def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str
     return grade(grader, store(), grader.pack.get(exercise_id), code=code, lang=lang, source=source)[0]
 
 
-@app.command()
 def check(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,

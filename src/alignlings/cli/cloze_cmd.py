@@ -7,13 +7,11 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
 
 MSG = i18n.table("cli.cloze")  # strings: locales/{en,zh}.toml [cli.cloze]
 
 
-@app.command()
 def cloze(
     snippet: Annotated[str, typer.Argument(metavar="SNIPPET", help="Exercise id of a snippet: dpo-loss, grpo-advantages, grpo-loss.")],
     ratio: Annotated[float, typer.Option("--ratio", help="Fraction of maskable positions to mask, in (0, 1].")] = 0.15,

@@ -7,11 +7,9 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, given_packs, load, resolve_lang
 
 dev_app = typer.Typer(help="Commands for pack authors and maintainers.", no_args_is_help=True, rich_markup_mode=None)
-app.add_typer(dev_app, name="dev")
 
 
 def _targets(course, pack) -> list:

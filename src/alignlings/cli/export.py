@@ -7,11 +7,9 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang
 
 
-@app.command()
 def export(
     fmt: Annotated[str, typer.Option("--format", help="Export format (ipynb).")] = "ipynb",
     out: Annotated[Path, typer.Option("--out", help="Folder for the notebooks.")] = Path("alignlings-notebooks"),

@@ -8,13 +8,11 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, pack_args, resolve_lang, store
 
 MSG = i18n.table("cli.hint")  # strings: locales/{en,zh}.toml [cli.hint]
 
 
-@app.command()
 def hint(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     blank: Annotated[int | None, typer.Option("--blank", metavar="N", show_default=False,

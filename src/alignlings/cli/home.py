@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import (LangOption, PackOption, console, load, next_exercise, pack_args,
                                    resolve_lang, set_global_options, store, summaries, t)
 
 
-@app.callback(invoke_without_command=True)
 def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -> None:
     """Practise DPO, GRPO and reward models by filling blanks, graded against a verified reference library.
 

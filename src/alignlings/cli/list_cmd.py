@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, summaries, t
 
 
@@ -14,7 +13,6 @@ def requires_text(pack, track, lang: str) -> str:
     return t("requires", lang, tracks=", ".join(names))
 
 
-@app.command("list")
 def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
     """List the exercises by pack and track, with their level and your progress."""
     from rich.markup import escape

@@ -9,11 +9,9 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, summaries, t
 
 
-@app.command()
 def progress(
     export: Annotated[Path | None, typer.Option("--export", help="Write all progress to this JSON file.")] = None,
     import_: Annotated[Path | None, typer.Option("--import", help="Merge progress from a JSON export.")] = None,

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
 
 MSG = i18n.table("cli.quiz")  # strings: locales/{en,zh}.toml [cli.quiz]
@@ -21,7 +20,6 @@ def quiz_exercise(pack):
     raise typer.BadParameter("this pack has no quiz", param_hint="--pack")
 
 
-@app.command()
 def quiz(
     exercise_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="Quiz id (default: the pack's quiz).")] = None,
     lang: LangOption = None,

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import (
     LangOption,
     PackOption,
@@ -22,7 +21,6 @@ from alignlings.cli.common import (
 MSG = i18n.table("cli.reset")  # strings: locales/{en,zh}.toml [cli.reset]
 
 
-@app.command()
 def reset(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     lang: LangOption = None,

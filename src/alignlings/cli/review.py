@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
 
 MSG = i18n.table("cli.review")  # strings: locales/{en,zh}.toml [cli.review]
@@ -47,7 +46,6 @@ def review_line(pack, s, lang: str) -> str:
     return due_line(rv.Review(s, pack).counts(), lang)
 
 
-@app.command()
 def review(
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Review at most N items now.")] = None,
     lang: LangOption = None,

@@ -3,7 +3,11 @@
 A thin layer over :func:`alignlings.web.app.create_app`. It binds 127.0.0.1 unless told otherwise;
 ``--host 0.0.0.0`` (a classroom) without ``--token`` generates a token and prints the URL that
 carries it, because every request without the token is refused. Such a shared server does not
-import progress unless started with ``--allow-import``. torch, FastAPI and uvicorn are
+import progress unless started with ``--allow-import``.
+
+``--classroom``: a class on one server (``alignlings.web.classroom``). Learners join at ``/join``
+with their name and the class code printed here, each with their own progress; the token is the
+teacher's (``/teacher``), generated when not given. torch, FastAPI and uvicorn are
 imported inside the command so that ``alignlings --help`` stays fast.
 """
 
@@ -15,7 +19,6 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import PackOption, given_packs
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -41,7 +44,6 @@ def _lan_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-@app.command()
 def serve(
     host: Annotated[str, typer.Option(
         "--host", help="Address to bind; 0.0.0.0 serves a classroom (needs a token).")] = "127.0.0.1",
@@ -52,6 +54,12 @@ def serve(
                                               show_default=False)] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser tab.")] = False,
     pack: PackOption = None,
+    classroom: Annotated[bool, typer.Option(
+        "--classroom", help="Serve a class: learners join with a name and the class code (printed at start) and "
+                            "get their own progress; --token is the teacher's, for /teacher.")] = False,
+    class_code: Annotated[str | None, typer.Option(
+        "--class-code", help="The class code learners join with (default: a new random one).",
+        show_default=False)] = None,
     allow_import: Annotated[bool, typer.Option(
         "--allow-import", help="Allow progress import on a server with a token (off there by default: "
                                "everyone shares its progress store).")] = False,
@@ -66,13 +74,17 @@ def serve(
 
     if token is not None and not token.strip():
         raise typer.BadParameter("expected a non-empty token", param_hint="--token")
-    if host not in LOOPBACK and token is None:
+    if (classroom or host not in LOOPBACK) and token is None:
         token = secrets.token_urlsafe(18)
+    if class_code is not None and not class_code.strip():
+        raise typer.BadParameter("expected a non-empty class code", param_hint="--class-code")
+    if classroom and allow_import:
+        raise typer.BadParameter("a classroom never imports progress", param_hint="--allow-import")
     try:
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
         packs = [str(p) for p in given_packs(pack)] or default_pack_paths()  # --pack before or after `serve`
         web = create_app(packs, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
-                         allow_import=True if allow_import else None)
+                         allow_import=True if allow_import else None, classroom=classroom, class_code=class_code)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None
 
@@ -84,19 +96,26 @@ def serve(
     except OSError as exc:
         raise typer.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror}", param_hint="--port") from None
     port = sock.getsockname()[1]
-    url = _url(host, port, token)
+    url = _url(host, port, None if classroom else token)
     typer.echo(f"alignlings is serving at {url}")
+    if classroom:
+        base = url.rstrip("/")
+        typer.echo(f"Class code: {web.state.class_code}   (learners join at {base}/join)")
+        typer.echo(f"Teacher page: {base}/teacher?token={token}")
     if host not in LOOPBACK:
         lan = _lan_address() if host in ("0.0.0.0", "::", "") else None
         if lan:
-            typer.echo(f"On this network: {_url(lan, port, token)}")
-        typer.echo("Anyone on this network with the URL above (token included) can use this server.")
-    if token is not None and not allow_import:
+            typer.echo(f"On this network: {_url(lan, port, None if classroom else token)}"
+                       + ("join  (with the class code)" if classroom else ""))
+        typer.echo("Anyone on this network with the class code can join this class." if classroom else
+                   "Anyone on this network with the URL above (token included) can use this server.")
+    if token is not None and not allow_import and not classroom:
         typer.echo("Progress import is off on this shared server (--allow-import turns it on).")
     typer.echo("Press Ctrl+C to stop.")
     if not no_browser:
         import webbrowser
 
-        threading.Timer(1.0, lambda: webbrowser.open(url)).start()
+        opened = f"{url.rstrip('/')}/teacher?token={token}" if classroom else url
+        threading.Timer(1.0, lambda: webbrowser.open(opened)).start()
     server = uvicorn.Server(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=3))
     server.run(sockets=[sock])

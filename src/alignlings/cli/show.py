@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
 
 
@@ -106,7 +105,6 @@ def _markdown_safe(text: str) -> str:
 LEVEL = i18n.texts("cli.show.level")  # strings: locales/{en,zh}.toml [cli.show]
 
 
-@app.command()
 def show(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     code: Annotated[bool, typer.Option("--code", help="Print only the template a learner gets.")] = False,

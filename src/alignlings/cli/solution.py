@@ -6,11 +6,9 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
 
 
-@app.command()
 def solution(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     lang: LangOption = None,

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import (
     LangOption,
     PackOption,
@@ -30,7 +29,6 @@ def backup(path) -> str:
     return str(target)
 
 
-@app.command()
 def start(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file (after backing it up).")] = False,

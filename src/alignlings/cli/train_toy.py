@@ -13,7 +13,6 @@ from typing import Optional
 
 import typer
 
-from alignlings.cli.app import train_app
 
 
 def _check_iterations(value: int) -> int:
@@ -64,7 +63,6 @@ def _save_plot(result, path: Path) -> None:
     plt.close(fig)
 
 
-@train_app.command("toy-grpo")
 def toy_grpo(
     seed: int = typer.Option(0, "--seed", help="torch.manual_seed before the policy is built."),
     iterations: int = typer.Option(

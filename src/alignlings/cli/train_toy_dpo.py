@@ -11,7 +11,6 @@ from typing import Optional
 
 import typer
 
-from alignlings.cli.app import train_app
 from alignlings.cli.train_toy import _gc_paused
 
 
@@ -47,7 +46,6 @@ def _save_plot(result, path: Path) -> None:
     plt.close(fig)
 
 
-@train_app.command("toy-dpo")
 def toy_dpo(
     seed: int = typer.Option(0, "--seed", help="torch.manual_seed before the policy is built."),
     steps: int = typer.Option(40, "--steps", callback=_check_steps, help="Adam steps on the 9 pairs (>= 1)."),

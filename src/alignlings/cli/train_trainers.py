@@ -25,7 +25,6 @@ from typing import Any, Optional
 
 import typer
 
-from alignlings.cli.app import train_app
 
 TOY = "toy:addition"
 
@@ -170,8 +169,8 @@ TRAINER_COMMANDS = {
 }
 
 
-def _trainer_command(kind: str, doc: str) -> None:
-    """Register `alignlings train KIND`: the three trainers share their options and differ only in KIND."""
+def _trainer_command(kind: str, doc: str):
+    """`alignlings train KIND`: the three trainers share their options and differ only in KIND."""
 
     def command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
                 dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
@@ -181,14 +180,13 @@ def _trainer_command(kind: str, doc: str) -> None:
 
     command.__doc__ = doc
     command.__name__ = f"{kind}_command"
-    train_app.command(kind)(command)
+    return command
 
 
-for _kind, _doc in TRAINER_COMMANDS.items():
-    _trainer_command(_kind, _doc)
+trainer_commands = {kind: _trainer_command(kind, doc) for kind, doc in TRAINER_COMMANDS.items()}
+"""`alignlings train dpo|reward|grpo`, registered by cli/app.py."""
 
 
-@train_app.command("demo")
 def demo_command(
     output_dir: Path = typer.Option(Path("runs/demo"), "--output-dir", "-o", help="Where plots, metrics and results go."),
     quick: bool = typer.Option(False, "--quick", help="The reduced sizes the tests use (about a minute)."),

@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.app import app
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
 
 MSG = i18n.table("cli.watch")  # strings: locales/{en,zh}.toml [cli.watch]
@@ -62,7 +61,6 @@ def _changes_manual():
         yield
 
 
-@app.command()
 def watch(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
     file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,
