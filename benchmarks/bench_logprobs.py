@@ -11,7 +11,7 @@ total, so fwd+bwd produces the gradient with respect to the inputs):
     trl          trl.trainer.utils.selective_log_softmax            input: logits
     ours         alignlings.sequence_logprobs(logits, labels)       input: logits
     naive_fused  (hidden @ W.T).log_softmax(-1).gather(-1, labels)  input: hidden [B, T, H], W [V, H]
-    ours_fused   alignlings.sequence_logprobs(hidden_states=..., lm_head_weight=W, labels=...)
+    ours_fused   alignlings.fused_sequence_logprobs(hidden_states=..., lm_head_weight=W, labels=...)
 
 Peak memory on CPU: every method runs once in a fresh subprocess. After the inputs are allocated the
 process resets its peak resident set size (writing 5 to /proc/self/clear_refs) and reads its current
@@ -111,7 +111,7 @@ def _loss_fn(method: str, inputs: dict):
 
         logits = inputs["logits"]
         return [logits], lambda: trl_selective_log_softmax(logits, labels).sum(-1).sum()
-    from alignlings.logprobs import sequence_logprobs
+    from alignlings.logprobs import fused_sequence_logprobs, sequence_logprobs
 
     if method == "ours":
         logits = inputs["logits"]
@@ -119,7 +119,7 @@ def _loss_fn(method: str, inputs: dict):
     hidden, weight = inputs["hidden"], inputs["weight"]
     if method == "naive_fused":
         return [hidden, weight], lambda: (hidden @ weight.T).log_softmax(-1).gather(-1, labels.unsqueeze(-1)).sum()
-    return [hidden, weight], lambda: sequence_logprobs(hidden_states=hidden, lm_head_weight=weight,
+    return [hidden, weight], lambda: fused_sequence_logprobs(hidden_states=hidden, lm_head_weight=weight,
                                                        labels=labels).sum.sum()
 
 

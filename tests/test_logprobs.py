@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from alignlings.logprobs import SequenceLogProbs, selective_log_softmax, sequence_logprobs
+from alignlings.logprobs import (SequenceLogProbs, _sequence_logprobs, fused_sequence_logprobs,
+                                 selective_log_softmax, sequence_logprobs)
 
 LN2, LN3, LN5 = math.log(2.0), math.log(3.0), math.log(5.0)
 
@@ -97,11 +98,11 @@ def test_hand_computed_fused():
     # weight = identity makes the logits equal to the hidden states; the bias [0, ln 2, ln 5] on zero
     # hidden states gives row 0 of hand_logits again: log p(2) = ln(5/8)
     hidden = hand_logits().clone()
-    out = sequence_logprobs(hidden_states=hidden, labels=torch.tensor([[2, 1, -100]]),
+    out = fused_sequence_logprobs(hidden_states=hidden, labels=torch.tensor([[2, 1, -100]]),
                             lm_head_weight=torch.eye(3, dtype=torch.float64))
     torch.testing.assert_close(out.per_token, torch.tensor([[math.log(5 / 8), math.log(1 / 3), 0.0]],
                                                            dtype=torch.float64), rtol=0, atol=1e-12)
-    out = sequence_logprobs(hidden_states=torch.zeros(1, 1, 3, dtype=torch.float64), labels=torch.tensor([[2]]),
+    out = fused_sequence_logprobs(hidden_states=torch.zeros(1, 1, 3, dtype=torch.float64), labels=torch.tensor([[2]]),
                             lm_head_weight=torch.zeros(3, 3, dtype=torch.float64),
                             lm_head_bias=torch.tensor([0.0, LN2, LN5], dtype=torch.float64))
     assert out.sum.item() == pytest.approx(math.log(5 / 8), abs=1e-12)
@@ -217,7 +218,7 @@ def test_fused_matches_naive(dtype, tol, shift, use_bias, chunk_size, masked):
         labels, mask = labels.clamp(min=0), None
     h, w, b = (t.clone().requires_grad_() for t in (hidden, weight, bias))
     h_ref, w_ref, b_ref = (t.clone().requires_grad_() for t in (hidden, weight, bias))
-    out = sequence_logprobs(hidden_states=h, labels=labels, mask=mask, lm_head_weight=w,
+    out = fused_sequence_logprobs(hidden_states=h, labels=labels, mask=mask, lm_head_weight=w,
                             lm_head_bias=b if use_bias else None, shift=shift, chunk_size=chunk_size,
                             temperature=1.3)
     logits_ref = h_ref @ w_ref.T + (b_ref if use_bias else 0)
@@ -239,7 +240,7 @@ def test_fused_matches_naive(dtype, tol, shift, use_bias, chunk_size, masked):
 def test_fused_all_masked_gives_zeros_and_zero_grads():
     _, labels, _, hidden, weight, _ = make_case(seed=6)
     h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
-    out = sequence_logprobs(hidden_states=h, labels=torch.full_like(labels, -100), lm_head_weight=w)
+    out = fused_sequence_logprobs(hidden_states=h, labels=torch.full_like(labels, -100), lm_head_weight=w)
     assert torch.equal(out.sum, torch.zeros(3, dtype=torch.float64))
     out.sum.sum().backward()
     assert torch.equal(h.grad, torch.zeros_like(h)) and torch.equal(w.grad, torch.zeros_like(w))
@@ -261,7 +262,7 @@ def test_half_inputs_compute_in_float32(dtype):
     torch.testing.assert_close(x.grad.float(), x_ref.grad, rtol=1e-2, atol=1e-3)  # rounded once to half
 
     h, w, b = (t.to(dtype).requires_grad_() for t in (hidden, weight, bias))
-    out = sequence_logprobs(hidden_states=h, labels=labels, lm_head_weight=w, lm_head_bias=b, chunk_size=4)
+    out = fused_sequence_logprobs(hidden_states=h, labels=labels, lm_head_weight=w, lm_head_bias=b, chunk_size=4)
     assert out.per_token.dtype == torch.float32
     # the reference rounds the logits to the half dtype too, as a half-precision lm_head would
     logits_ref = torch.nn.functional.linear(h.detach(), w.detach(), b.detach()).float()
@@ -298,7 +299,7 @@ def test_gradcheck_fused():
     inputs = tuple(t.clone().requires_grad_() for t in (hidden, weight, bias))
 
     def fn(h, w, b):
-        return sequence_logprobs(hidden_states=h, labels=labels, mask=mask, lm_head_weight=w, lm_head_bias=b,
+        return fused_sequence_logprobs(hidden_states=h, labels=labels, mask=mask, lm_head_weight=w, lm_head_bias=b,
                                  shift=True, chunk_size=2, temperature=0.9).per_token
 
     assert torch.autograd.gradcheck(fn, inputs)
@@ -342,7 +343,7 @@ def test_fused_never_allocates_n_by_v():
     weight = torch.randn(V, H, requires_grad=True)
     labels = torch.randint(0, V, (B, T))
     with LargestTensor() as mode:
-        out = sequence_logprobs(hidden_states=hidden, labels=labels, lm_head_weight=weight, chunk_size=8)
+        out = fused_sequence_logprobs(hidden_states=hidden, labels=labels, lm_head_weight=weight, chunk_size=8)
         out.sum.sum().backward()
     assert mode.largest == max(8 * V, V * H, B * T * H)
     assert mode.largest < B * T * V
@@ -371,7 +372,7 @@ def test_property_finite_and_masked_rows_get_no_gradient(case, dtype, fused):
         # identity head: the logits are the hidden states, so the same extreme values reach the softmax
         V = x.shape[-1]
         w = torch.eye(V, dtype=dtype, requires_grad=True)
-        out = sequence_logprobs(hidden_states=x, labels=labels, mask=mask, lm_head_weight=w, shift=shift, chunk_size=3)
+        out = fused_sequence_logprobs(hidden_states=x, labels=labels, mask=mask, lm_head_weight=w, shift=shift, chunk_size=3)
     else:
         out = sequence_logprobs(x, labels, mask=mask, shift=shift, chunk_size=3)
     assert torch.isfinite(out.per_token).all() and torch.isfinite(out.sum).all()
@@ -441,8 +442,17 @@ _ERRORS = [
 
 @pytest.mark.parametrize("kwargs,match", _ERRORS)
 def test_sequence_logprobs_errors(kwargs, match):
+    """Input checks, through the shared implementation of both public functions (which name the
+    argument the same way)."""
     with pytest.raises(ValueError, match=match):
-        sequence_logprobs(**kwargs)
+        _sequence_logprobs(**kwargs)
+
+
+def test_the_two_public_functions_share_their_checks():
+    with pytest.raises(ValueError, match=r"labels: expected shape \(2, 5\)"):
+        sequence_logprobs(_L, _Y[:, :4])
+    with pytest.raises(ValueError, match=r"lm_head_weight: expected shape \(V, 4\)"):
+        fused_sequence_logprobs(_HS, _W[:, :3], _Y)
 
 
 def test_ignored_positions_may_hold_any_label():

@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "bradley_terry_loss": "alignlings.losses.reward",
     "selective_log_softmax": "alignlings.logprobs",
     "sequence_logprobs": "alignlings.logprobs",
+    "fused_sequence_logprobs": "alignlings.logprobs",
     "SequenceLogProbs": "alignlings.logprobs",
     "RewardModel": "alignlings.reward_model",
     "check": "alignlings.practice.notebook",
@@ -53,7 +54,8 @@ __getattr__, __dir__ = lazy_exports('alignlings', _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from alignlings.logprobs import SequenceLogProbs, selective_log_softmax, sequence_logprobs
+    from alignlings.logprobs import (SequenceLogProbs, fused_sequence_logprobs, selective_log_softmax,
+                                     sequence_logprobs)
     from alignlings.losses.dpo import DPO_LOSSES, dpo_implicit_rewards, dpo_loss, dpo_metrics
     from alignlings.losses.grpo import GRPO_AGGREGATIONS, grpo_advantages, grpo_loss, grpo_metrics
     from alignlings.losses.kl import KL_ESTIMATORS, kl_penalty

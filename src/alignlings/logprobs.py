@@ -354,6 +354,48 @@ def _shape_str(shape) -> str:
 
 
 def sequence_logprobs(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    shift: bool = False,
+    ignore_index: int = -100,
+    temperature: float = 1.0,
+    chunk_size: int | None = None,
+) -> SequenceLogProbs:
+    """Log-probabilities of ``labels`` per token and summed per sequence, from ``logits`` [B, T, V].
+
+    The softmax runs ``chunk_size`` rows at a time, so no [B, T, V] log-softmax is ever allocated.
+    Alignment, ``mask``, ``ignore_index``, ``temperature`` and the result are as in
+    ``_sequence_logprobs`` (below); ``fused_sequence_logprobs`` starts from hidden states instead.
+    """
+    return _sequence_logprobs(logits, labels, mask=mask, shift=shift, ignore_index=ignore_index,
+                              temperature=temperature, chunk_size=chunk_size)
+
+
+def fused_sequence_logprobs(
+    hidden_states: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    lm_head_bias: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    shift: bool = False,
+    ignore_index: int = -100,
+    temperature: float = 1.0,
+    chunk_size: int | None = None,
+) -> SequenceLogProbs:
+    """Log-probabilities of ``labels`` fused from ``hidden_states`` [B, T, H] and the LM head
+    (``lm_head_weight`` [V, H], optional ``lm_head_bias`` [V]): the logits are computed
+    ``chunk_size`` rows at a time and never held whole, in forward or backward. For a model, pass
+    the last hidden state and ``model.get_output_embeddings().weight``. Everything else is as in
+    ``sequence_logprobs``."""
+    return _sequence_logprobs(labels=labels, mask=mask, hidden_states=hidden_states, lm_head_weight=lm_head_weight,
+                              lm_head_bias=lm_head_bias, shift=shift, ignore_index=ignore_index,
+                              temperature=temperature, chunk_size=chunk_size)
+
+
+def _sequence_logprobs(
     logits: torch.Tensor | None = None,
     labels: torch.Tensor | None = None,
     *,
