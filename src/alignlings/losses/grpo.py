@@ -148,6 +148,45 @@ GRPO_AGGREGATIONS: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
+def _check_grpo_inputs(logps, old_logps, ref_logps, advantages, mask, *, loss_type, beta, epsilon, epsilon_high,
+                       delta, importance_sampling_level, max_completion_length):
+    """``grpo_loss``'s argument checks (each error names the argument and what was expected).
+    Returns the mask (ones by default, in logps' dtype), beta, epsilon_low and epsilon_high as floats."""
+    check_choice("loss_type", loss_type, GRPO_AGGREGATIONS)
+    check_choice("importance_sampling_level", importance_sampling_level, ("token", "sequence"))
+    check_floating("logps", logps)
+    check_ndim("logps", logps, 2, "[B, T] per-token log-probs")
+    B, T = logps.shape
+    if old_logps is not None:
+        check_floating("old_logps", old_logps)
+        check_same_shape("old_logps", old_logps, "logps", logps)
+    if mask is None:
+        mask = torch.ones_like(logps)
+    else:
+        check_same_shape("mask", mask, "logps", logps)
+        mask = mask.to(logps.dtype)
+    if not isinstance(advantages, torch.Tensor):
+        raise ValueError(f"advantages: expected a torch.Tensor of shape ({B},), got {type(advantages).__name__}")
+    if advantages.shape not in ((B,), (B, T)):
+        raise ValueError(f"advantages: expected shape ({B},) or ({B}, {T}) for logps {(B, T)}, got {tuple(advantages.shape)}")
+    beta = float(beta)
+    check_range("beta", beta, low=0.0)
+    if beta != 0.0:
+        if ref_logps is None:
+            raise ValueError(f"ref_logps: beta={beta} adds a KL penalty, so a [B, T] tensor is expected, got None")
+        check_same_shape("ref_logps", ref_logps, "logps", logps)
+    check_range("epsilon", float(epsilon), low=0.0)
+    epsilon_low = float(epsilon)
+    epsilon_high = epsilon_low if epsilon_high is None else float(epsilon_high)
+    check_range("epsilon_high", epsilon_high, low=0.0)
+    if delta is not None:
+        check_range("delta", float(delta), low=1.0, low_open=True)
+    if loss_type == "dr_grpo" and (max_completion_length is None or max_completion_length <= 0):
+        raise ValueError(f"max_completion_length: loss_type 'dr_grpo' needs a positive int, got {max_completion_length!r}")
+
+    return mask, beta, epsilon_low, epsilon_high
+
+
 def grpo_loss(
     logps: torch.Tensor,
     old_logps: torch.Tensor | None,
@@ -196,37 +235,11 @@ def grpo_loss(
     Returns:
         A scalar loss.
     """
-    check_choice("loss_type", loss_type, GRPO_AGGREGATIONS)
-    check_choice("importance_sampling_level", importance_sampling_level, ("token", "sequence"))
-    check_floating("logps", logps)
-    check_ndim("logps", logps, 2, "[B, T] per-token log-probs")
+    mask, beta, epsilon_low, epsilon_high = _check_grpo_inputs(
+        logps, old_logps, ref_logps, advantages, mask, loss_type=loss_type, beta=beta, epsilon=epsilon,
+        epsilon_high=epsilon_high, delta=delta, importance_sampling_level=importance_sampling_level,
+        max_completion_length=max_completion_length)
     B, T = logps.shape
-    if old_logps is not None:
-        check_floating("old_logps", old_logps)
-        check_same_shape("old_logps", old_logps, "logps", logps)
-    if mask is None:
-        mask = torch.ones_like(logps)
-    else:
-        check_same_shape("mask", mask, "logps", logps)
-        mask = mask.to(logps.dtype)
-    if not isinstance(advantages, torch.Tensor):
-        raise ValueError(f"advantages: expected a torch.Tensor of shape ({B},), got {type(advantages).__name__}")
-    if advantages.shape not in ((B,), (B, T)):
-        raise ValueError(f"advantages: expected shape ({B},) or ({B}, {T}) for logps {(B, T)}, got {tuple(advantages.shape)}")
-    beta = float(beta)
-    check_range("beta", beta, low=0.0)
-    if beta != 0.0:
-        if ref_logps is None:
-            raise ValueError(f"ref_logps: beta={beta} adds a KL penalty, so a [B, T] tensor is expected, got None")
-        check_same_shape("ref_logps", ref_logps, "logps", logps)
-    check_range("epsilon", float(epsilon), low=0.0)
-    epsilon_low = float(epsilon)
-    epsilon_high = epsilon_low if epsilon_high is None else float(epsilon_high)
-    check_range("epsilon_high", epsilon_high, low=0.0)
-    if delta is not None:
-        check_range("delta", float(delta), low=1.0, low_open=True)
-    if loss_type == "dr_grpo" and (max_completion_length is None or max_completion_length <= 0):
-        raise ValueError(f"max_completion_length: loss_type 'dr_grpo' needs a positive int, got {max_completion_length!r}")
 
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)  # [B, 1]
