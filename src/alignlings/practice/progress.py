@@ -17,13 +17,21 @@ version ``i`` to ``i + 1`` and they run in order, each in its own transaction.
 Rows are keyed by pack and exercise (a teacher's ``dpo-loss`` is not the built-in one): every
 method takes ``pack=``, defaulting to the built-in pack, to which rows written before packs were
 recorded (schema version 2, export version 1) belong.
+
+Learners (a classroom, ``alignlings serve --classroom``): every row also names its learner ('' for
+the one learner of a personal store). A store object reads and writes one learner's rows
+(``for_learner`` gives a view of the same database bound to another learner); ``add_learner`` and
+``learner_by_token`` keep the class list, with only a hash of each learner's token.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import math
 import os
+import secrets
 import sqlite3
 import threading
 import uuid as uuidlib
@@ -210,7 +218,76 @@ def _v4(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite3.Connection) -> None:
+    """Learners (a classroom): a ``learner`` column on every history table ('' for the one learner
+    of a personal store, so existing rows stay theirs), review states and settings keyed by learner
+    too (those tables are rebuilt: a primary key cannot be altered), and the class list."""
+    _script(db, """
+        ALTER TABLE attempts ADD COLUMN learner TEXT NOT NULL DEFAULT '';
+        ALTER TABLE events ADD COLUMN learner TEXT NOT NULL DEFAULT '';
+        ALTER TABLE quiz_answers ADD COLUMN learner TEXT NOT NULL DEFAULT '';
+        ALTER TABLE cloze_results ADD COLUMN learner TEXT NOT NULL DEFAULT '';
+        ALTER TABLE review_log ADD COLUMN learner TEXT NOT NULL DEFAULT '';
+        CREATE TABLE review_state_v5 (
+            learner TEXT NOT NULL DEFAULT '',
+            pack TEXT NOT NULL,
+            item TEXT NOT NULL,
+            card TEXT NOT NULL,
+            due TEXT NOT NULL,
+            n_logs INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (learner, pack, item)
+        );
+        INSERT INTO review_state_v5 (learner, pack, item, card, due, n_logs, updated_at)
+            SELECT '', pack, item, card, due, n_logs, updated_at FROM review_state;
+        DROP TABLE review_state;
+        ALTER TABLE review_state_v5 RENAME TO review_state;
+        CREATE TABLE settings_v5 (
+            learner TEXT NOT NULL DEFAULT '',
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (learner, key)
+        );
+        INSERT INTO settings_v5 (learner, key, value, updated_at) SELECT '', key, value, updated_at FROM settings;
+        DROP TABLE settings;
+        ALTER TABLE settings_v5 RENAME TO settings;
+        CREATE TABLE learners (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        );
+        DROP INDEX attempts_exercise;
+        DROP INDEX events_exercise;
+        DROP INDEX quiz_question;
+        DROP INDEX cloze_snippet;
+        DROP INDEX review_log_item;
+        CREATE INDEX attempts_exercise ON attempts (learner, pack, exercise, created_at);
+        CREATE INDEX events_exercise ON events (learner, pack, exercise, kind, created_at);
+        CREATE INDEX quiz_question ON quiz_answers (learner, pack, question_id, created_at);
+        CREATE INDEX cloze_snippet ON cloze_results (learner, pack, snippet, key, created_at);
+        CREATE INDEX review_log_item ON review_log (learner, pack, item, reviewed_at);
+        CREATE INDEX review_state_due ON review_state (learner, pack, due);
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+MAX_LEARNER_NAME = 60
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _learner_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise ValueError(f"name: expected a string, got {type(name).__name__}")
+    name = " ".join(name.split())
+    if not 1 <= len(name) <= MAX_LEARNER_NAME or not name.isprintable():
+        raise ValueError(f"name: expected 1 to {MAX_LEARNER_NAME} printable characters, got {name[:80]!r}")
+    _unicode(name, "name")
+    return name
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -259,9 +336,15 @@ class _Conn:
 
 
 class ProgressStore:
-    """One learner's progress in a SQLite file (default: :func:`default_db_path`)."""
+    """One learner's progress in a SQLite file (default: :func:`default_db_path`).
 
-    def __init__(self, path: str | Path | None = None):
+    ``learner``: whose rows this object reads and writes ('' is the one learner of a personal store).
+    """
+
+    learner = ""
+
+    def __init__(self, path: str | Path | None = None, *, learner: str = ""):
+        self.learner = _learner_id(learner)
         self.path = Path(path).expanduser() if path is not None else default_db_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
@@ -321,24 +404,52 @@ class ProgressStore:
     def __enter__(self):
         return self
 
+    # -- learners (a classroom) ------------------------------------------------------------------
+    def for_learner(self, learner: str) -> ProgressStore:
+        """A view of the same database (same connections) that reads and writes ``learner``'s rows."""
+        view = copy.copy(self)
+        view.learner = _learner_id(learner)
+        return view
+
+    def add_learner(self, name: str) -> tuple[str, str]:
+        """Add a learner to the class list; returns ``(learner id, token)``. Only a hash of the token
+        is stored: the token is the learner's key (their cookie), shown once."""
+        name = _learner_name(name)
+        learner, token = uuidlib.uuid4().hex[:16], secrets.token_urlsafe(24)
+        self._write(lambda db: db.execute("INSERT INTO learners (id, name, token_hash, created_at) VALUES (?, ?, ?, ?)",
+                                          (learner, name, _token_hash(token), utcnow())))
+        return learner, token
+
+    def learner_by_token(self, token: str) -> dict | None:
+        """``{"id", "name", "created_at"}`` of the learner whose token this is, else None."""
+        if not isinstance(token, str) or not token or len(token) > 200:
+            return None
+        rows = self._read("SELECT id, name, created_at FROM learners WHERE token_hash = ?", (_token_hash(token),))
+        return {"id": rows[0]["id"], "name": rows[0]["name"], "created_at": rows[0]["created_at"]} if rows else None
+
+    def learners(self) -> list[dict]:
+        """The class list, in the order they joined: ``{"id", "name", "created_at"}``."""
+        return [{"id": r["id"], "name": r["name"], "created_at": r["created_at"]}
+                for r in self._read("SELECT id, name, created_at FROM learners ORDER BY created_at, id")]
+
     def __exit__(self, *exc):
         self.close()
 
     # -- resets --------------------------------------------------------------------------------
     def _reset_at(self, exercise: str, pack: str) -> str:
         """When the exercise was last reset ('' if never): summaries count what came after."""
-        row = self._read("SELECT MAX(created_at) FROM events WHERE pack = ? AND exercise = ? AND kind = ?",
-                         (_pack(pack), exercise, RESET))
+        row = self._read("SELECT MAX(created_at) FROM events WHERE learner = ? AND pack = ? AND exercise = ? "
+                         "AND kind = ?", (self.learner, _pack(pack), exercise, RESET))
         return row[0][0] or ""
 
     def _resets(self, pack: str) -> dict[str, str]:
-        rows = self._read("SELECT exercise, MAX(created_at) FROM events WHERE pack = ? AND kind = ? "
-                          "GROUP BY exercise", (_pack(pack), RESET))
+        rows = self._read("SELECT exercise, MAX(created_at) FROM events WHERE learner = ? AND pack = ? AND kind = ? "
+                          "GROUP BY exercise", (self.learner, _pack(pack), RESET))
         return {r[0]: r[1] for r in rows}
 
     def reset(self, exercise: str, *, pack: str = DEFAULT_PACK) -> None:
         """Start the exercise over: its summary restarts; its history stays (``attempts`` flags it)."""
-        self._write(lambda db: _insert_event(db, exercise, RESET, _pack(pack)))
+        self._write(lambda db: _insert_event(db, exercise, RESET, _pack(pack), self.learner))
 
     # -- attempts ------------------------------------------------------------------------------
     def record_attempt(self, exercise: str, verdict: dict, *, code: str, source: str = "cli",
@@ -350,9 +461,9 @@ class ProgressStore:
 
         def insert(db):
             cur = db.execute(
-                "INSERT INTO attempts (uuid, pack, exercise, passed, created_at, code, verdict, source) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (str(uuidlib.uuid4()), pack, exercise, int(passed), utcnow(), code, text, source))
+                "INSERT INTO attempts (uuid, learner, pack, exercise, passed, created_at, code, verdict, source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (str(uuidlib.uuid4()), self.learner, pack, exercise, int(passed), utcnow(), code, text, source))
             return cur.lastrowid
 
         return self._write(insert)
@@ -362,7 +473,8 @@ class ProgressStore:
         (``before_reset`` is True for them; ``reset_at`` is the last reset or None)."""
         reset_at = self._reset_at(exercise, pack)
         rows = self._read("SELECT id, uuid, passed, created_at, code, verdict, source FROM attempts "
-                          "WHERE pack = ? AND exercise = ? ORDER BY created_at, id", (_pack(pack), exercise))
+                          "WHERE learner = ? AND pack = ? AND exercise = ? ORDER BY created_at, id",
+                          (self.learner, _pack(pack), exercise))
         return [{"id": r["id"], "uuid": r["uuid"], "passed": bool(r["passed"]), "created_at": r["created_at"],
                  "code": r["code"], "verdict": json.loads(r["verdict"]), "source": r["source"],
                  "before_reset": bool(reset_at) and r["created_at"] <= reset_at, "reset_at": reset_at or None}
@@ -381,29 +493,30 @@ class ProgressStore:
             raise ValueError(f"available: expected a non-negative int, got {available!r}")
 
         def insert(db):
-            if available is None or _count_events(db, exercise, HINT, pack) < available:
-                _insert_event(db, exercise, HINT, pack)
-            return _count_events(db, exercise, HINT, pack)
+            if available is None or _count_events(db, exercise, HINT, pack, self.learner) < available:
+                _insert_event(db, exercise, HINT, pack, self.learner)
+            return _count_events(db, exercise, HINT, pack, self.learner)
 
         return self._write(insert)
 
     def hints_taken(self, exercise: str, *, pack: str = DEFAULT_PACK) -> int:
-        return _count_events(self._db(), exercise, HINT, _pack(pack))
+        return _count_events(self._db(), exercise, HINT, _pack(pack), self.learner)
 
     def record_solution_revealed(self, exercise: str, *, pack: str = DEFAULT_PACK) -> None:
-        self._write(lambda db: _insert_event(db, exercise, REVEAL, _pack(pack)))
+        self._write(lambda db: _insert_event(db, exercise, REVEAL, _pack(pack), self.learner))
 
     # -- quiz ------------------------------------------------------------------------------------
     def record_quiz_answer(self, question_id: str, choice: int, correct: bool, *, pack: str = DEFAULT_PACK) -> None:
         self._write(lambda db: db.execute(
-            "INSERT INTO quiz_answers (uuid, pack, question_id, choice, correct, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (str(uuidlib.uuid4()), _pack(pack), question_id, int(choice), int(bool(correct)), utcnow())))
+            "INSERT INTO quiz_answers (uuid, learner, pack, question_id, choice, correct, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (str(uuidlib.uuid4()), self.learner, _pack(pack), question_id, int(choice), int(bool(correct)), utcnow())))
 
     def quiz_answers(self, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """question id -> the last answer: ``choice``, ``correct``, ``attempts`` (answers so far), ``answered_at``."""
         out: dict[str, dict] = {}
-        rows = self._read("SELECT question_id, choice, correct, created_at FROM quiz_answers WHERE pack = ? "
-                          "ORDER BY created_at, id", (_pack(pack),))
+        rows = self._read("SELECT question_id, choice, correct, created_at FROM quiz_answers WHERE learner = ? "
+                          "AND pack = ? ORDER BY created_at, id", (self.learner, _pack(pack)))
         for r in rows:
             n = out.get(r["question_id"], {}).get("attempts", 0)
             out[r["question_id"]] = {"choice": r["choice"], "correct": bool(r["correct"]), "attempts": n + 1,
@@ -417,21 +530,21 @@ class ProgressStore:
         now = utcnow()
         for i, r in enumerate(results):
             try:
-                rows.append((str(uuidlib.uuid4()), _pack(pack), snippet, str(r["key"]), str(r["token"]),
+                rows.append((str(uuidlib.uuid4()), self.learner, _pack(pack), snippet, str(r["key"]), str(r["token"]),
                              int(bool(r["correct"])), now))
             except (KeyError, TypeError):
                 raise ValueError(f"results[{i}]: expected a dict with 'key', 'token' and 'correct', "
                                  f"got {r!r}") from None
         self._write(lambda db: db.executemany(
-            "INSERT INTO cloze_results (uuid, pack, snippet, key, token, correct, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows))
+            "INSERT INTO cloze_results (uuid, learner, pack, snippet, key, token, correct, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows))
 
     def cloze_stats(self, snippet: str, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """position key -> ``seen``, ``wrong``, ``right``, ``streak`` (correct answers in a row, latest
         first), ``token`` (as last recorded) and ``due`` (the sampling weight, see :func:`cloze_due`)."""
         stats: dict[str, dict] = {}
-        rows = self._read("SELECT key, token, correct FROM cloze_results WHERE pack = ? AND snippet = ? "
-                          "ORDER BY created_at, id", (_pack(pack), snippet))
+        rows = self._read("SELECT key, token, correct FROM cloze_results WHERE learner = ? AND pack = ? "
+                          "AND snippet = ? ORDER BY created_at, id", (self.learner, _pack(pack), snippet))
         for r in rows:
             s = stats.setdefault(r["key"], {"seen": 0, "wrong": 0, "streak": 0, "token": r["token"]})
             s["seen"] += 1
@@ -469,17 +582,17 @@ class ProgressStore:
             duration = r.get("duration_ms")
             if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int) or duration < 0):
                 raise ValueError(f"{w}.duration_ms: expected a non-negative int or None, got {duration!r}")
-            prepared.append((str(r.get("uuid") or uuidlib.uuid4()), pack, item, rating,
+            prepared.append((str(r.get("uuid") or uuidlib.uuid4()), self.learner, pack, item, rating,
                              _utc_iso(r.get("reviewed_at"), w + ".reviewed_at"), str(r.get("source", "review")),
                              duration, str(r.get("answer", ""))[:4000]))
 
         def insert(db):
             before = db.total_changes
-            db.executemany("INSERT OR IGNORE INTO review_log (uuid, pack, item, rating, reviewed_at, source, "
-                           "duration_ms, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", prepared)
+            db.executemany("INSERT OR IGNORE INTO review_log (uuid, learner, pack, item, rating, reviewed_at, source, "
+                           "duration_ms, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", prepared)
             added = db.total_changes - before
             if added:
-                _refresh_states(db, pack, sorted({r[2] for r in prepared}), replay)
+                _refresh_states(db, self.learner, pack, sorted({r[3] for r in prepared}), replay)
             return added
 
         return self._write(insert)
@@ -491,9 +604,10 @@ class ProgressStore:
 
         def refresh(db):
             stale = [r[0] for r in db.execute(
-                "SELECT l.item FROM review_log l LEFT JOIN review_state s ON s.pack = l.pack AND s.item = l.item "
-                "WHERE l.pack = ? GROUP BY l.item HAVING COUNT(*) != COALESCE(MAX(s.n_logs), -1)", (pack,))]
-            _refresh_states(db, pack, stale, replay)
+                "SELECT l.item FROM review_log l LEFT JOIN review_state s ON s.learner = l.learner "
+                "AND s.pack = l.pack AND s.item = l.item WHERE l.learner = ? AND l.pack = ? GROUP BY l.item "
+                "HAVING COUNT(*) != COALESCE(MAX(s.n_logs), -1)", (self.learner, pack))]
+            _refresh_states(db, self.learner, pack, stale, replay)
             return len(stale)
 
         return self._write(refresh)
@@ -510,14 +624,14 @@ class ProgressStore:
         index, passed and misconception) and ``events`` (uuid, exercise, kind, created_at)."""
         pack = _pack(pack)
         quiz = [dict(r) for r in self._read(
-            "SELECT uuid, question_id, correct, created_at FROM quiz_answers WHERE pack = ? ORDER BY created_at, id",
-            (pack,))]
+            "SELECT uuid, question_id, correct, created_at FROM quiz_answers WHERE learner = ? AND pack = ? "
+            "ORDER BY created_at, id", (self.learner, pack))]
         cloze = [dict(r) for r in self._read(
-            "SELECT uuid, snippet, key, correct, created_at FROM cloze_results WHERE pack = ? "
-            "ORDER BY created_at, id", (pack,))]
+            "SELECT uuid, snippet, key, correct, created_at FROM cloze_results WHERE learner = ? AND pack = ? "
+            "ORDER BY created_at, id", (self.learner, pack))]
         attempts = []
-        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict FROM attempts WHERE pack = ? "
-                            "ORDER BY created_at, id", (pack,)):
+        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict FROM attempts WHERE learner = ? "
+                            "AND pack = ? ORDER BY created_at, id", (self.learner, pack)):
             try:
                 blanks = json.loads(r["verdict"]).get("blanks") or []
             except (ValueError, AttributeError):
@@ -528,20 +642,21 @@ class ProgressStore:
                                          "misconception": b.get("misconception")}
                                         for b in blanks if isinstance(b, dict)]})
         events = [dict(r) for r in self._read(
-            "SELECT uuid, exercise, kind, created_at FROM events WHERE pack = ? ORDER BY created_at, id", (pack,))]
+            "SELECT uuid, exercise, kind, created_at FROM events WHERE learner = ? AND pack = ? ORDER BY created_at, id",
+            (self.learner, pack))]
         return {"quiz": quiz, "cloze": cloze, "attempts": attempts, "events": events}
 
     def review_log(self, *, pack: str = DEFAULT_PACK, item: str | None = None) -> list[dict]:
         """Review rows, oldest first (one item's, or the pack's)."""
-        sql, args = "SELECT * FROM review_log WHERE pack = ?", [_pack(pack)]
+        sql, args = "SELECT * FROM review_log WHERE learner = ? AND pack = ?", [self.learner, _pack(pack)]
         if item is not None:
             sql, args = sql + " AND item = ?", args + [item]
         return [_review_row(r) for r in self._read(sql + " ORDER BY reviewed_at, id", tuple(args))]
 
     def review_states(self, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """item -> ``card`` (the scheduler's JSON), ``due`` (ISO 8601 UTC), ``n_logs``, ``updated_at``."""
-        rows = self._read("SELECT item, card, due, n_logs, updated_at FROM review_state WHERE pack = ?",
-                          (_pack(pack),))
+        rows = self._read("SELECT item, card, due, n_logs, updated_at FROM review_state WHERE learner = ? AND pack = ?",
+                          (self.learner, _pack(pack)))
         return {r["item"]: {"card": r["card"], "due": r["due"], "n_logs": r["n_logs"],
                             "updated_at": r["updated_at"]} for r in rows}
 
@@ -557,8 +672,8 @@ class ProgressStore:
             return out.setdefault(ex, {"solved": False, "attempts": 0, "hints": 0, "revealed": False,
                                        "solved_at": None, "last_attempt_at": None})
 
-        for r in self._read("SELECT exercise, passed, created_at FROM attempts WHERE pack = ? "
-                            "ORDER BY created_at, id", (pack,)):
+        for r in self._read("SELECT exercise, passed, created_at FROM attempts WHERE learner = ? AND pack = ? "
+                            "ORDER BY created_at, id", (self.learner, pack)):
             e = entry(r["exercise"])
             if r["created_at"] <= resets.get(r["exercise"], ""):
                 continue
@@ -566,8 +681,8 @@ class ProgressStore:
             e["last_attempt_at"] = r["created_at"]
             if r["passed"] and not e["solved"]:
                 e["solved"], e["solved_at"] = True, r["created_at"]
-        for r in self._read("SELECT exercise, kind, created_at FROM events WHERE pack = ? ORDER BY created_at, id",
-                            (pack,)):
+        for r in self._read("SELECT exercise, kind, created_at FROM events WHERE learner = ? AND pack = ? "
+                            "ORDER BY created_at, id", (self.learner, pack)):
             e = entry(r["exercise"])
             if r["kind"] == RESET or r["created_at"] <= resets.get(r["exercise"], ""):
                 continue
@@ -579,7 +694,8 @@ class ProgressStore:
 
     def packs(self) -> list[str]:
         """The ids of the packs that have any rows, sorted."""
-        rows = self._read(" UNION ".join(f"SELECT DISTINCT pack FROM {t}" for t in _TABLES) + " ORDER BY 1")
+        rows = self._read(" UNION ".join(f"SELECT DISTINCT pack FROM {t} WHERE learner = ?" for t in _TABLES)
+                          + " ORDER BY 1", (self.learner,) * len(_TABLES))
         return [r[0] for r in rows]
 
     # -- first run and settings ------------------------------------------------------------------
@@ -591,7 +707,7 @@ class ProgressStore:
             self.set_setting("welcomed_at", utcnow())
 
     def get_setting(self, key: str, default=None):
-        rows = self._read("SELECT value FROM settings WHERE key = ?", (key,))
+        rows = self._read("SELECT value FROM settings WHERE learner = ? AND key = ?", (self.learner, key))
         return json.loads(rows[0][0]) if rows else default
 
     def set_setting(self, key: str, value) -> None:
@@ -601,34 +717,34 @@ class ProgressStore:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"setting {key!r}: value is not JSON-able: {exc}") from None
         self._write(lambda db: db.execute(
-            "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            (key, text, utcnow())))
+            "INSERT INTO settings (learner, key, value, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (learner, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (self.learner, key, text, utcnow())))
 
     # -- export / import -------------------------------------------------------------------------
     def export(self) -> dict:
-        """Everything, as JSON-able data: ``{"format": "alignlings-progress", "version": 3, ...}``
+        """Everything of this store's learner, as JSON-able data: ``{"format": "alignlings-progress", "version": 3, ...}``
         (every row names its ``pack``). Review states are not exported: they are derived from
         ``review_log``, and rebuilt from it after an import (``refresh_review_states``)."""
-        db = self._db()
+        db, me = self._db(), (self.learner,)
         db.execute("BEGIN")  # one consistent snapshot
         try:
             attempts = [{"uuid": r["uuid"], "pack": r["pack"], "exercise": r["exercise"], "passed": bool(r["passed"]),
                          "created_at": r["created_at"], "code": r["code"], "verdict": json.loads(r["verdict"]),
                          "source": r["source"]}
-                        for r in db.execute("SELECT * FROM attempts ORDER BY created_at, id")]
+                        for r in db.execute("SELECT * FROM attempts WHERE learner = ? ORDER BY created_at, id", me)]
             events = [{"uuid": r["uuid"], "pack": r["pack"], "exercise": r["exercise"], "kind": r["kind"],
                        "created_at": r["created_at"]}
-                      for r in db.execute("SELECT * FROM events ORDER BY created_at, id")]
+                      for r in db.execute("SELECT * FROM events WHERE learner = ? ORDER BY created_at, id", me)]
             quiz = [{"uuid": r["uuid"], "pack": r["pack"], "question_id": r["question_id"], "choice": r["choice"],
                      "correct": bool(r["correct"]), "created_at": r["created_at"]}
-                    for r in db.execute("SELECT * FROM quiz_answers ORDER BY created_at, id")]
+                    for r in db.execute("SELECT * FROM quiz_answers WHERE learner = ? ORDER BY created_at, id", me)]
             cloze = [{"uuid": r["uuid"], "pack": r["pack"], "snippet": r["snippet"], "key": r["key"], "token": r["token"],
                       "correct": bool(r["correct"]), "created_at": r["created_at"]}
-                     for r in db.execute("SELECT * FROM cloze_results ORDER BY created_at, id")]
+                     for r in db.execute("SELECT * FROM cloze_results WHERE learner = ? ORDER BY created_at, id", me)]
             settings = {r["key"]: {"value": json.loads(r["value"]), "updated_at": r["updated_at"]}
-                        for r in db.execute("SELECT * FROM settings ORDER BY key")}
-            reviews = [_review_row(r) for r in db.execute("SELECT * FROM review_log ORDER BY reviewed_at, id")]
+                        for r in db.execute("SELECT * FROM settings WHERE learner = ? ORDER BY key", me)}
+            reviews = [_review_row(r) for r in db.execute("SELECT * FROM review_log WHERE learner = ? ORDER BY reviewed_at, id", me)]
         finally:
             db.execute("COMMIT")
         return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": utcnow(),
@@ -652,16 +768,17 @@ class ProgressStore:
         def merge(db):
             counts = {}
             for table, cols in _TABLES.items():
-                sql = f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+                sql = (f"INSERT OR IGNORE INTO {table} (learner, {', '.join(cols)}) "
+                       f"VALUES (?, {', '.join('?' * len(cols))})")
                 before = db.total_changes
-                db.executemany(sql, [tuple(r[c] for c in cols) for r in rows[table]])
+                db.executemany(sql, [(self.learner, *(r[c] for c in cols)) for r in rows[table]])
                 counts[table] = db.total_changes - before
             before = db.total_changes
             for key, s in rows["settings"].items():
                 db.execute(
-                    "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at "
-                    "WHERE excluded.updated_at > settings.updated_at", (key, s["value"], s["updated_at"]))
+                    "INSERT INTO settings (learner, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (learner, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at "
+                    "WHERE excluded.updated_at > settings.updated_at", (self.learner, key, s["value"], s["updated_at"]))
             counts["settings"] = db.total_changes - before
             return counts
 
@@ -686,20 +803,22 @@ def _review_row(r: sqlite3.Row) -> dict:
             "answer": r["answer"]}
 
 
-def _refresh_states(db: sqlite3.Connection, pack: str, items: list[str],
+def _refresh_states(db: sqlite3.Connection, learner: str, pack: str, items: list[str],
                     replay: Callable[[list[dict]], tuple[str, str]]) -> None:
     now = utcnow()
     for item in items:
         logs = [_review_row(r) for r in db.execute(
-            "SELECT * FROM review_log WHERE pack = ? AND item = ? ORDER BY reviewed_at, id", (pack, item))]
+            "SELECT * FROM review_log WHERE learner = ? AND pack = ? AND item = ? ORDER BY reviewed_at, id",
+            (learner, pack, item))]
         if not logs:
-            db.execute("DELETE FROM review_state WHERE pack = ? AND item = ?", (pack, item))
+            db.execute("DELETE FROM review_state WHERE learner = ? AND pack = ? AND item = ?", (learner, pack, item))
             continue
         card, due = replay(logs)
-        db.execute("INSERT INTO review_state (pack, item, card, due, n_logs, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
-                   "ON CONFLICT (pack, item) DO UPDATE SET card = excluded.card, due = excluded.due, "
+        db.execute("INSERT INTO review_state (learner, pack, item, card, due, n_logs, updated_at) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                   "ON CONFLICT (learner, pack, item) DO UPDATE SET card = excluded.card, due = excluded.due, "
                    "n_logs = excluded.n_logs, updated_at = excluded.updated_at",
-                   (pack, item, card, _utc_iso(due, "replay due"), len(logs), now))
+                   (learner, pack, item, card, _utc_iso(due, "replay due"), len(logs), now))
 
 
 def _pack(pack: Any) -> str:
@@ -708,16 +827,22 @@ def _pack(pack: Any) -> str:
     return pack
 
 
-def _insert_event(db: sqlite3.Connection, exercise: str, kind: str, pack: str) -> None:
-    db.execute("INSERT INTO events (uuid, pack, exercise, kind, created_at) VALUES (?, ?, ?, ?, ?)",
-               (str(uuidlib.uuid4()), pack, exercise, kind, utcnow()))
+def _learner_id(learner: Any) -> str:
+    if not isinstance(learner, str) or len(learner) > 64:
+        raise ValueError(f"learner: expected a learner id (a string of at most 64 characters), got {learner!r}")
+    return learner
 
 
-def _count_events(db: sqlite3.Connection, exercise: str, kind: str, pack: str) -> int:
-    reset = db.execute("SELECT MAX(created_at) FROM events WHERE pack = ? AND exercise = ? AND kind = ?",
-                       (pack, exercise, RESET)).fetchone()[0] or ""
-    return db.execute("SELECT COUNT(*) FROM events WHERE pack = ? AND exercise = ? AND kind = ? AND created_at > ?",
-                      (pack, exercise, kind, reset)).fetchone()[0]
+def _insert_event(db: sqlite3.Connection, exercise: str, kind: str, pack: str, learner: str) -> None:
+    db.execute("INSERT INTO events (uuid, learner, pack, exercise, kind, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+               (str(uuidlib.uuid4()), learner, pack, exercise, kind, utcnow()))
+
+
+def _count_events(db: sqlite3.Connection, exercise: str, kind: str, pack: str, learner: str) -> int:
+    reset = db.execute("SELECT MAX(created_at) FROM events WHERE learner = ? AND pack = ? AND exercise = ? "
+                       "AND kind = ?", (learner, pack, exercise, RESET)).fetchone()[0] or ""
+    return db.execute("SELECT COUNT(*) FROM events WHERE learner = ? AND pack = ? AND exercise = ? AND kind = ? "
+                      "AND created_at > ?", (learner, pack, exercise, kind, reset)).fetchone()[0]
 
 
 # -- validating an export ------------------------------------------------------------------------

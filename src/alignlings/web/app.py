@@ -47,7 +47,8 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
                max_queue: int = 8, check_wait_seconds: float = 120.0, max_checks_per_client: int = 2,
                max_toy_runs: int = 2,
                warm_up: bool = True, allowed_hosts: list[str] | None = None,
-               allow_import: bool | None = None) -> FastAPI:
+               allow_import: bool | None = None, classroom: bool = False,
+               class_code: str | None = None) -> FastAPI:
     """Build the practice app.
 
     Args:
@@ -73,6 +74,11 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         allow_import: whether ``POST /api/progress/import`` works. None (the default): only
             without a token, since a server with a token is shared and its one store with it.
 
+        classroom: a class on one server (``web/classroom.py``): learners join on ``/join`` with a
+            name and ``class_code`` and get their own progress; ``token`` is then the teacher's
+            (``/teacher`` only), not required of learners. Needs a token; import is off.
+        class_code: the code learners join with (None: a new random one, ``app.state.class_code``).
+
     Without a token, state-changing requests must be same-origin JSON (``SameOriginMiddleware``:
     a cross-site form or script cannot change progress); every response says
     ``Referrer-Policy: no-referrer``.
@@ -80,6 +86,8 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     from alignlings.web import cloze, exercises, home, progress, quiz, runs, toy_grpo
     from alignlings.web import review
 
+    if classroom and not token:
+        raise ValueError("token: a classroom needs the teacher's token (a non-empty string)")
     pack = load_pack(pack_path)
     if store is None:
         from alignlings.practice.progress import ProgressStore
@@ -102,7 +110,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     app = FastAPI(title="alignlings", version=_version(), lifespan=lifespan,
                   description="Practise DPO, GRPO and reward models: the JSON API behind `alignlings serve`.")
     app.state.ctx = context
-    app.state.allow_import = token is None if allow_import is None else bool(allow_import)
+    app.state.allow_import = (token is None if allow_import is None else bool(allow_import)) and not classroom
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.templates.env.globals["static_version"] = _version()
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -113,6 +121,11 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     from alignlings.web import bugdrill  # spot-the-bug drills (issue 13)
 
     app.include_router(bugdrill.router)
+    if classroom:
+        from alignlings.web import classroom as class_pages
+
+        app.state.class_code = (class_code or class_pages.new_class_code()).strip().upper()
+        app.include_router(class_pages.router)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -138,9 +151,13 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
 
     # the last added runs first: headers on every response, Host, token, origin, then the body
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
-    if token is None:
+    if classroom:  # learners by their cookie, the teacher by the token; cookies need same-origin writes
+        app.add_middleware(class_pages.ClassroomMiddleware, context=context, teacher_token=token)
         app.add_middleware(SameOriginMiddleware)
-    app.add_middleware(TokenMiddleware, token=token)  # refuse before reading a body
+    else:
+        if token is None:
+            app.add_middleware(SameOriginMiddleware)
+        app.add_middleware(TokenMiddleware, token=token)  # refuse before reading a body
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     app.add_middleware(SecurityHeadersMiddleware)

@@ -20,7 +20,10 @@ from starlette.concurrency import run_in_threadpool
 
 
 def client_key(request) -> str:
-    """Who a grading belongs to, for fairness: the remote address (each learner's machine)."""
+    """Who a grading belongs to, for fairness: the learner in a classroom, else the remote address."""
+    learner = getattr(getattr(request, "state", None), "learner", None)
+    if isinstance(learner, dict) and learner.get("id"):
+        return "learner:" + str(learner["id"])
     client = getattr(request, "client", None)
     return (client.host if client else "") or "local"
 

@@ -63,7 +63,8 @@ class WebContext:
 
 
 def ctx(request: Request) -> WebContext:
-    return request.app.state.ctx
+    """The app's shared state; in a classroom, the learner's view of it (``web/classroom.py``)."""
+    return getattr(request.state, "ctx", None) or request.app.state.ctx
 
 
 def lang_of(request: Request) -> str:

@@ -1,0 +1,303 @@
+"""A class on one server (``alignlings serve --classroom``): learners join, a teacher watches.
+
+Each learner opens the server, gives a name and the class code (printed when the server starts)
+on ``/join`` and gets a token of their own in an ``HttpOnly; SameSite=Strict`` cookie. The store
+keeps only a hash of it. :class:`ClassroomMiddleware` maps that cookie to the learner and gives
+the request a view of the app's shared state whose progress store is bound to that learner
+(``ProgressStore.for_learner``), so every page and route (check, hints, quiz, cloze, review,
+progress) reads and writes that learner's rows only, exactly as when practising alone. Without
+the cookie, pages redirect to ``/join`` and the API answers 401.
+
+The teacher's pages (``/teacher``, its CSV exports and ``/api/teacher/class``) need the teacher
+token instead (``?token=`` once, which sets an ``HttpOnly`` cookie, or a ``Bearer`` /
+``X-Alignlings-Token`` header). They show learners x exercises (status, attempts, hints,
+solution seen) and, per misconception, how many learners hit it, most common first, linked to the
+blank. Learners never see these pages nor each other's rows.
+
+State-changing requests go through :class:`alignlings.web.guard.SameOriginMiddleware` (the
+cookie authenticates, so a cross-site form or script must not be able to ride on it).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import secrets
+from http.cookies import SimpleCookie
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from alignlings.web.context import WebContext, lang_of, render_page
+from alignlings.web.guard import _headers, _is_https, _page, _send_error, _without_token
+from alignlings.web.i18n import ui
+
+LEARNER_COOKIE = "alignlings_learner"
+TEACHER_COOKIE = "alignlings_teacher"
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud or from a board
+PUBLIC = ("/join", "/api/join", "/static/", "/api/health", "/favicon.ico")
+TEACHER = ("/teacher", "/api/teacher/")
+
+router = APIRouter()
+
+STRINGS = {
+    "en": {
+        "join_title": "Join the class", "name": "Your name", "code": "Class code", "join": "Join",
+        "join_intro": "Give your name and the class code your teacher shows. Your progress is yours: "
+                      "this browser keeps your key in a cookie, so use the same browser to come back.",
+        "teacher_title": "Class progress", "learners": "Learners", "exercise": "Exercise", "learner": "Learner",
+        "status": "Status", "attempts": "Attempts", "hints": "Hints", "seen": "Solution seen",
+        "misconceptions": "Misconceptions", "hit_by": "Learners", "blank": "Blank", "feedback": "What it means",
+        "csv": "CSV", "no_learners": "No learner has joined yet.", "no_misconceptions": "No misconception hit yet.",
+        "solved": "solved", "attempted": "attempted", "not_started": "not started", "yes": "yes", "no": "",
+        "class_code": "Class code", "you": "Signed in as",
+    },
+    "zh": {
+        "join_title": "加入课堂", "name": "你的名字", "code": "课堂码", "join": "加入",
+        "join_intro": "填写名字和老师给出的课堂码。进度只属于你自己：这个浏览器会在 cookie 里保存你的密钥，"
+                      "回来时请用同一个浏览器。",
+        "teacher_title": "课堂进度", "learners": "学员", "exercise": "练习", "learner": "学员",
+        "status": "状态", "attempts": "提交次数", "hints": "提示", "seen": "看过答案",
+        "misconceptions": "常见误区", "hit_by": "学员数", "blank": "空", "feedback": "说明",
+        "csv": "CSV", "no_learners": "还没有学员加入。", "no_misconceptions": "还没有人落入误区。",
+        "solved": "已完成", "attempted": "尝试中", "not_started": "未开始", "yes": "是", "no": "",
+        "class_code": "课堂码", "you": "当前学员",
+    },
+}
+
+
+def new_class_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(8))
+
+
+class LearnerContext:
+    """The app's shared state as one learner sees it: everything of :class:`WebContext` (the
+    grader, queues and runs are shared), but the progress store is bound to the learner."""
+
+    def __init__(self, base: WebContext, store, learner: dict):
+        self._base, self.store, self.learner = base, store, learner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+
+def _cookie(scope, name: str) -> str | None:
+    jar = SimpleCookie()
+    try:
+        jar.load(_headers(scope).get("cookie", ""))
+    except Exception:  # noqa: BLE001 - a malformed cookie header is just "no cookie"
+        return None
+    morsel = jar.get(name)
+    return morsel.value if morsel else None
+
+
+def set_cookie_header(scope, name: str, value: str, max_age: int = 180 * 24 * 3600) -> bytes:
+    return (f"{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}"
+            + ("; Secure" if _is_https(scope) else "")).encode()
+
+
+class ClassroomMiddleware:
+    """Who is asking: a learner (their cookie), the teacher (the teacher token) or nobody yet."""
+
+    def __init__(self, app, context: WebContext, teacher_token: str):
+        if not isinstance(teacher_token, str) or not teacher_token.strip():
+            raise ValueError("teacher_token: expected a non-empty string")
+        self.app, self.context, self.teacher_token = app, context, teacher_token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        if path.startswith(TEACHER):
+            return await self._teacher(scope, receive, send)
+        if path.startswith(PUBLIC):
+            return await self.app(scope, receive, send)
+        token = _cookie(scope, LEARNER_COOKIE)
+        learner = await run_in_threadpool(self.context.store.learner_by_token, token) if token else None
+        if learner is None:
+            if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and not path.startswith("/api"):
+                await send({"type": "http.response.start", "status": 303,
+                            "headers": [(b"location", b"/join"), (b"content-length", b"0"),
+                                        (b"cache-control", b"no-store")]})
+                return await send({"type": "http.response.body", "body": b""})
+            return await _send_error(scope, send, 401, "join the class first: open /join")
+        state = scope.setdefault("state", {})
+        state["learner"] = learner
+        state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
+        return await self.app(scope, receive, send)
+
+    async def _teacher(self, scope, receive, send):
+        query_token = _query_token(scope)
+        headers = _headers(scope)
+        auth = headers.get("authorization", "")
+        given = (query_token or (auth[7:].strip() if auth.lower().startswith("bearer ") else None)
+                 or headers.get("x-alignlings-token") or _cookie(scope, TEACHER_COOKIE))
+        if not given:
+            return await _send_error(scope, send, 401, "the teacher token is required",
+                                     _page(401, "Teacher token required",
+                                           "Open the teacher URL printed by <code>alignlings serve --classroom</code>."))
+        if not secrets.compare_digest(given.encode(), self.teacher_token.encode()):
+            return await _send_error(scope, send, 403, "wrong teacher token",
+                                     _page(403, "Wrong token", "This is not the teacher token."))
+        scope.setdefault("state", {})["teacher"] = True
+        if query_token and scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
+            await send({"type": "http.response.start", "status": 307, "headers": [
+                (b"location", _without_token(scope).encode("latin-1")),
+                (b"set-cookie", set_cookie_header(scope, TEACHER_COOKIE, self.teacher_token, 12 * 3600)),
+                (b"content-length", b"0"), (b"cache-control", b"no-store")]})
+            return await send({"type": "http.response.body", "body": b""})
+        return await self.app(scope, receive, send)
+
+
+def _query_token(scope) -> str | None:
+    from urllib.parse import parse_qs
+
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+    return values[0] if values else None
+
+
+def _s(request: Request) -> dict[str, str]:
+    return STRINGS.get(lang_of(request), STRINGS["en"])
+
+
+# -- joining -----------------------------------------------------------------------------------
+class JoinBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=200, description="The learner's name, as the teacher will see it.")
+    code: str = Field(max_length=64, description="The class code printed when the server started.")
+
+
+@router.get("/join", include_in_schema=False)
+def join_page(request: Request):
+    s = _s(request)
+    return render_page(request, "join.html", nav="", title=s["join_title"], s=s,
+                       client={"lang": lang_of(request), "t": ui(lang_of(request)), "s": s})
+
+
+@router.post("/api/join", tags=["classroom"])
+def join(request: Request, body: JoinBody) -> Response:
+    """Join with a name and the class code: sets the learner's cookie (their key to their progress)."""
+    expected = request.app.state.class_code
+    code = body.code.strip().upper()
+    if not secrets.compare_digest(code.encode(), expected.encode()):
+        raise HTTPException(403, "code: wrong class code (ask your teacher)")
+    store = request.app.state.ctx.store
+    try:
+        learner, token = store.add_learner(body.name)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    response = Response(content=f'{{"learner": "{learner}", "next": "/"}}', media_type="application/json")
+    response.headers.append("set-cookie", set_cookie_header(request.scope, LEARNER_COOKIE, token).decode())
+    return response
+
+
+# -- the teacher's view ------------------------------------------------------------------------
+def status_of(row: dict) -> str:
+    if row.get("solved"):
+        return "solved"
+    return "attempted" if row.get("attempts") or row.get("hints") or row.get("revealed") else "not_started"
+
+
+def class_progress(context: WebContext) -> list[dict]:
+    """One row per learner and exercise: ``learner`` (id), ``name``, ``exercise`` (key), ``pack``,
+    ``status`` (solved, attempted, not_started), ``attempts``, ``hints``, ``solution_seen``."""
+    store, pack = context.store, context.pack
+    out = []
+    for learner in store.learners():
+        mine = store.for_learner(learner["id"])
+        summaries = {p.id: mine.summary(p.id) for p in pack.packs}
+        for ex in pack:
+            row = summaries.get(ex.pack, {}).get(ex.id, {})
+            out.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key, "pack": ex.pack,
+                        "status": status_of(row), "attempts": int(row.get("attempts", 0)),
+                        "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed"))})
+    return out
+
+
+def class_misconceptions(context: WebContext, lang: str = "en") -> list[dict]:
+    """Per misconception: how many learners' attempts hit it (``learners``, most common first; an
+    attempt hits one when a blank failed with that misconception), the exercise, the blank and a
+    link to it, and the misconception's feedback."""
+    store, pack = context.store, context.pack
+    by_key = {(ex.pack, ex.id): ex for ex in pack}
+    hits: dict[tuple[str, str, str], set[str]] = {}
+    blanks: dict[tuple[str, str, str], int] = {}
+    for learner in store.learners():
+        mine = store.for_learner(learner["id"])
+        for part in pack.packs:
+            for attempt in mine.review_sources(pack=part.id)["attempts"]:
+                for b in attempt["blanks"]:
+                    if b.get("misconception") and not b.get("passed"):
+                        key = (part.id, attempt["exercise"], str(b["misconception"]))
+                        hits.setdefault(key, set()).add(learner["id"])
+                        if isinstance(b.get("index"), int):
+                            blanks[key] = b["index"]
+    out = []
+    for (part, ex_id, mid), who in hits.items():
+        ex = by_key.get((part, ex_id))
+        if ex is None:  # an exercise no longer in the loaded packs
+            continue
+        m = next((m for m in ex.misconceptions if m.id == mid), None)
+        blank = blanks.get((part, ex_id, mid), m.blank if m else None)
+        out.append({"misconception": mid, "exercise": ex.key, "pack": part, "blank": blank,
+                    "learners": len(who), "feedback": (m.feedback.get(lang) or m.feedback.get("en", "")) if m else "",
+                    "url": f"/exercises/{ex.key}" + (f"#blank-{blank}" if blank else "")})
+    out.sort(key=lambda r: (-r["learners"], r["exercise"], r["blank"] or 0, r["misconception"]))
+    return out
+
+
+def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for r in rows:  # a cell starting with = + - @ would be a formula in a spreadsheet: quote it
+        writer.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+PROGRESS_COLUMNS = ["name", "learner", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
+MISCONCEPTION_COLUMNS = ["misconception", "exercise", "pack", "blank", "learners", "feedback"]
+
+
+def _teacher_context(request: Request) -> WebContext:
+    if not getattr(request.state, "teacher", False):  # the middleware lets only the teacher through
+        raise HTTPException(403, "teacher only")
+    return request.app.state.ctx
+
+
+@router.get("/api/teacher/class", tags=["classroom"])
+def class_json(request: Request) -> dict:
+    """The class: learners, learners x exercises, misconceptions (teacher token only)."""
+    context = _teacher_context(request)
+    return {"learners": context.store.learners(), "progress": class_progress(context),
+            "misconceptions": class_misconceptions(context, lang_of(request))}
+
+
+@router.get("/teacher/progress.csv", include_in_schema=False)
+def progress_csv(request: Request) -> Response:
+    return _csv(class_progress(_teacher_context(request)), PROGRESS_COLUMNS, "class-progress.csv")
+
+
+@router.get("/teacher/misconceptions.csv", include_in_schema=False)
+def misconceptions_csv(request: Request) -> Response:
+    rows = class_misconceptions(_teacher_context(request), lang_of(request))
+    return _csv(rows, MISCONCEPTION_COLUMNS, "class-misconceptions.csv")
+
+
+@router.get("/teacher", include_in_schema=False)
+def teacher_page(request: Request):
+    context = _teacher_context(request)
+    lang, s = lang_of(request), _s(request)
+    learners = context.store.learners()
+    progress = class_progress(context)
+    cells = {(r["learner"], r["exercise"]): r for r in progress}
+    exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id)} for ex in context.pack]
+    table = [{"name": lr["name"], "id": lr["id"],
+              "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
+    return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
+                       table=table, misconceptions=class_misconceptions(context, lang),
+                       class_code=request.app.state.class_code)
