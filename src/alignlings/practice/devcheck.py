@@ -90,19 +90,19 @@ def check_exercise(ex: Exercise, grader) -> Report:
     from alignlings.practice.grader import template_for
 
     blanks = bl.find_blanks(ex.solution_source)
-    ref = grader.check(ex.id, fills=[b.answer for b in blanks], run_main=False)
+    ref = grader.check(ex.key, fills=[b.answer for b in blanks], run_main=False)
     if not ref["passed"]:
         failing = [c["message"] for c in ref["cases"] if not c["passed"]] or [str(ref["error"])]
         report.problems.append(f"the reference solution fails: {failing[0]}")
     report.checked.append("reference passes")
     for lang in LANGS:
-        tmpl = grader.check(ex.id, template_for(ex, lang), lang=lang, run_main=False)
+        tmpl = grader.check(ex.key, template_for(ex, lang), lang=lang, run_main=False, quick=True)
         if tmpl["passed"]:
             report.problems.append(f"the {lang} template passes as shipped")
     report.checked.append("templates fail")
     for m in ex.misconceptions:
         fills = [m.fill if b.index == m.blank else b.answer for b in blanks]
-        v = grader.check(ex.id, fills=fills, run_main=False)
+        v = grader.check(ex.key, fills=fills, run_main=False, quick=True)  # per-blank cases decide
         entry = next((b for b in v["blanks"] if b["index"] == m.blank), None)
         if v["passed"]:
             report.problems.append(f"misconception {m.id} (blank {m.blank}) is accepted")
@@ -142,7 +142,7 @@ def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:
     for k in range(max(map(len, by_blank.values()), default=0)):
         round_ = {i: fills[k] for i, fills in by_blank.items() if k < len(fills)}
         fills = [round_.get(b.index, b.answer) for b in blanks]
-        v = grader.check(ex.id, fills=fills, run_main=False)
+        v = grader.check(ex.key, fills=fills, run_main=False, quick=True)
         for b in v["blanks"]:
             if b["index"] in round_ and b["passed"] is not True:
                 problems.append(f"equivalent {round_[b['index']]!r} (blank {b['index']}) is rejected: "
