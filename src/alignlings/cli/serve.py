@@ -60,6 +60,10 @@ def serve(
     class_code: Annotated[str | None, typer.Option(
         "--class-code", help="The class code learners join with (default: a new random one).",
         show_default=False)] = None,
+    database_url: Annotated[str | None, typer.Option(
+        "--database-url", help="Keep progress in PostgreSQL (postgresql://user:password@host/db, through psycopg: "
+                               "pip install 'alignlings[classroom]'), so several serve processes can share one "
+                               "class. Default: the SQLite file under $ALIGNLINGS_HOME.", show_default=False)] = None,
     allow_import: Annotated[bool, typer.Option(
         "--allow-import", help="Allow progress import on a server with a token (off there by default: "
                                "everyone shares its progress store).")] = False,
@@ -80,10 +84,21 @@ def serve(
         raise typer.BadParameter("expected a non-empty class code", param_hint="--class-code")
     if classroom and allow_import:
         raise typer.BadParameter("a classroom never imports progress", param_hint="--allow-import")
+    if database_url is not None:
+        from alignlings.practice.progress import is_database_url
+
+        if not is_database_url(database_url):
+            raise typer.BadParameter(f"expected postgresql://user:password@host/database, got {database_url[:40]!r}",
+                                     param_hint="--database-url")
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise typer.BadParameter("PostgreSQL needs psycopg: pip install 'alignlings[classroom]'",
+                                     param_hint="--database-url") from None
     try:
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
         packs = [str(p) for p in given_packs(pack)] or default_pack_paths()  # --pack before or after `serve`
-        web = create_app(packs, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
+        web = create_app(packs, db_path=database_url, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
                          allow_import=True if allow_import else None, classroom=classroom, class_code=class_code)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None

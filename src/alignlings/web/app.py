@@ -54,7 +54,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     Args:
         pack_path: exercise pack folder, or a list of them (a course, in order: ``load_pack``); None
             is the built-in pack.
-        db_path: SQLite progress file; None is the default under ``$ALIGNLINGS_HOME``.
+        db_path: SQLite progress file, or a ``postgresql://`` URL; None is the default under ``$ALIGNLINGS_HOME``.
         token: when set, every request must carry it (see ``alignlings.web.guard``).
         grader: a grader object (tests inject fakes); None starts the engine's warm grader.
         store: a progress store object; None opens ``ProgressStore(db_path)``.
