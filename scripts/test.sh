@@ -31,6 +31,47 @@ fi
 export ALIGNLINGS_HOME="${ALIGNLINGS_HOME:-$(mktemp -d)}"
 export PYTHONUNBUFFERED=1
 
+# PostgreSQL for tests/test_classroom_pg.py: Debian's postgresql (installed when missing, as root),
+# its cluster started, a fresh database made and ALIGNLINGS_TEST_DATABASE_URL exported; stopped
+# again when the tests end. Not root, or a URL already set: nothing is done (the tests skip
+# without the variable, saying why).
+PG_STARTED=""
+pg_setup() {
+  [ -n "${ALIGNLINGS_TEST_DATABASE_URL:-}" ] && return 0
+  [ "$(id -u)" = 0 ] || { echo "not root: PostgreSQL tests will skip" >&2; return 0; }
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    if [ "${ALIGNLINGS_SKIP_INSTALL:-0}" = 1 ]; then echo "no PostgreSQL: its tests will skip" >&2; return 0; fi
+    echo "installing system packages: postgresql"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || { echo "could not install postgresql" >&2; return 0; }
+  fi
+  local major
+  major=$(ls /usr/lib/postgresql | sort -n | tail -1)
+  [ -d "/etc/postgresql/$major/main" ] || pg_createcluster "$major" main >/dev/null || return 0
+  if ! pg_ctlcluster "$major" main status >/dev/null 2>&1; then
+    pg_ctlcluster "$major" main start || { echo "could not start PostgreSQL $major" >&2; return 0; }
+    PG_STARTED=$major
+  fi
+  local port
+  port=$(pg_lsclusters -h | awk -v v="$major" '$1 == v && $2 == "main" {print $3}')
+  local db="alignlings_test_$$" password
+  password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  runuser -u postgres -- psql -q -c "DROP ROLE IF EXISTS alignlings_test" >/dev/null 2>&1 || true
+  runuser -u postgres -- psql -q -c "CREATE ROLE alignlings_test LOGIN PASSWORD '$password'" >/dev/null || return 0
+  runuser -u postgres -- createdb -O alignlings_test "$db" || return 0
+  PG_DB=$db
+  export ALIGNLINGS_TEST_DATABASE_URL="postgresql://alignlings_test:$password@127.0.0.1:${port:-5432}/$db"
+  echo "PostgreSQL $major: database $db for the tests"
+}
+pg_teardown() {
+  if [ -n "${PG_DB:-}" ]; then
+    runuser -u postgres -- dropdb --if-exists "$PG_DB" >/dev/null 2>&1 || true
+  fi
+  if [ -n "$PG_STARTED" ]; then pg_ctlcluster "$PG_STARTED" main stop >/dev/null 2>&1 || true; fi
+}
+trap pg_teardown EXIT
+pg_setup
+
 # pytest with the shared options; exit 5 (nothing selected) counts as a pass for a stage
 run_pytest() {
   local what=$1; shift
