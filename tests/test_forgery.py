@@ -221,7 +221,7 @@ FILL_FORGERIES = {
 def grader(request, tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setenv("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home")))
     kind = request.param
-    g = Grader(warm=True) if kind == "warm" else Grader(isolation="bubblewrap" if kind == "bubblewrap" else "auto")
+    g = Grader(warm=True) if kind == "warm" else Grader(isolation="namespaces", fork_server=kind != "bubblewrap")
     yield g
     g.close()
 

@@ -167,7 +167,16 @@ class Grader:
     (watch mode, the web app); otherwise each check starts fresh sandboxed processes."""
 
     def __init__(self, pack: Pack | None = None, *, warm: bool = False, isolation: str = "auto",
-                 cache: bool = True):
+                 cache: bool = True, fork_server: bool = True):
+        """``warm``: keep a fork server for the grader's life (watch mode, the web app); otherwise
+        each check starts one for its own jobs, or, with ``fork_server=False``, a fresh interpreter
+        per job (under bubblewrap). ``isolation``: one of ``sandbox.ISOLATION_MODES``. ``cache``:
+        keep the reference's values on disk per exercise and pack version."""
+        from alignlings.practice.sandbox.limits import ISOLATION_MODES
+
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation: expected one of {ISOLATION_MODES}, got {isolation!r}")
+        self._fork_server_per_check = fork_server
         self.pack = pack or load_pack()
         self.isolation = isolation
         self._cache = cache
@@ -338,8 +347,8 @@ class Grader:
     def _session(self, exercise: Exercise):
         """Without a warm server, one check's jobs (the learner's file, its splices, a first trusted
         run) share a fork server started for this check alone: torch is imported once, not per job.
-        An explicit isolation="bubblewrap" keeps one fresh bubblewrap process per job."""
-        if self._warm is not None or self.isolation in ("bubblewrap", "rlimits") or \
+        With fork_server=False each job gets a fresh interpreter instead."""
+        if self._warm is not None or not self._fork_server_per_check or \
                 getattr(self._session_state, "server", None) is not None:
             yield
             return

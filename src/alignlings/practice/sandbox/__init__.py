@@ -40,10 +40,16 @@ The package is split along the process boundary:
 from __future__ import annotations
 
 from alignlings.practice.sandbox.cold import run_job
-from alignlings.practice.sandbox.limits import ERROR_KINDS, Limits, SandboxResult, SandboxUnavailable
+from alignlings.practice.sandbox.limits import (
+    ERROR_KINDS,
+    ISOLATION_MODES,
+    Limits,
+    SandboxResult,
+    SandboxUnavailable,
+)
 from alignlings.practice.sandbox.mounts import JOB_MODULES, job_tree
 from alignlings.practice.sandbox.supervisor import _classify, _Outcome
 from alignlings.practice.sandbox.warm import WarmSandbox
 
-__all__ = ["ERROR_KINDS", "JOB_MODULES", "Limits", "SandboxResult", "SandboxUnavailable", "WarmSandbox", "job_tree",
+__all__ = ["ERROR_KINDS", "ISOLATION_MODES", "JOB_MODULES", "Limits", "SandboxResult", "SandboxUnavailable", "WarmSandbox", "job_tree",
            "run_job", "_classify", "_Outcome"]

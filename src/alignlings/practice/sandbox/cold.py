@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from alignlings.practice.sandbox.limits import _JOB_UID_BASE, Limits, SandboxResult, SandboxUnavailable
+from alignlings.practice.sandbox.limits import ISOLATION_MODES, _JOB_UID_BASE, Limits, SandboxResult, SandboxUnavailable
 from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _under, _visible_paths
 from alignlings.practice.sandbox.supervisor import (
     _check_call,
@@ -162,21 +162,20 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
     """Run ``target(payload)`` ("package.module:function") in a fresh Python process and return its
     JSON-serialisable value, or a plain reason why it failed.
 
-    isolation: "auto" (bubblewrap where it works, else rlimits only), "bubblewrap" (raise
-    SandboxUnavailable where it does not work; "namespaces", the warm path's word, means the
-    same) or "rlimits". ``workdir_files`` (relative path ->
+    isolation: one of ``ISOLATION_MODES`` ("namespaces" are made by bubblewrap here; the result's
+    isolation text starts "namespaces via bubblewrap"). ``workdir_files`` (relative path ->
     text) are written into the job's work dir first; ``extra_pythonpath`` directories are importable
     and ``readonly_paths`` readable (everything else of the host is hidden under bubblewrap)."""
     _check_call(target, payload)
-    if isolation not in ("auto", "bubblewrap", "namespaces", "rlimits"):
-        raise ValueError(f"isolation: expected 'auto', 'bubblewrap' or 'rlimits', got {isolation!r}")
-    isolation = "bubblewrap" if isolation == "namespaces" else isolation  # one word for "isolated" on both paths
+    if isolation not in ISOLATION_MODES:
+        raise ValueError(f"isolation: expected one of {ISOLATION_MODES}, got {isolation!r}")
     mode, text, probe = "rlimits", "", {}
-    if isolation in ("auto", "bubblewrap"):
+    if isolation in ("auto", "namespaces"):
         works, why, probe = _cold_probe("bubblewrap")
         if works:
-            mode, text = "bubblewrap", _describe("bubblewrap", _features(True, probe, limits.processes))
-        elif isolation == "bubblewrap":
+            mode = "bubblewrap"
+            text = _describe("namespaces via bubblewrap", _features(True, probe, limits.processes))
+        elif isolation == "namespaces":
             raise SandboxUnavailable(f"bubblewrap does not work here: {why}")
         else:
             text = f"rlimits only (bubblewrap unavailable: {why})"

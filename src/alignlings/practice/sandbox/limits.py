@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+ISOLATION_MODES = ("auto", "namespaces", "rlimits")
+"""The one vocabulary of both paths: "namespaces" (a private root, no network, own pid namespace,
+own uid; made by bubblewrap on the cold path and by the fork server on the warm one, raising
+SandboxUnavailable where they cannot be made), "rlimits" (resource limits only) or "auto" (namespaces
+where they work, else rlimits only, which the result's isolation text says)."""
+
 ERROR_KINDS = ("timeout", "memory", "output_limit", "crashed", "killed", "exited", "exception", "forbidden")
 
 
@@ -82,7 +88,8 @@ class SandboxResult:
     stdout: str
     """What the job printed (stdout and stderr interleaved), cut at Limits.output_bytes."""
     isolation: str
-    """Which layers applied, e.g. "bubblewrap (read-only file system except the work dir, ...)"."""
+    """Which layers applied, e.g. "namespaces via bubblewrap (read-only file system except the work
+    dir, ...)" or "namespaces (...)" (the warm path), or "rlimits only (...)"."""
     seconds: float
     """Wall time of the whole call, sandbox setup included."""
 

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from alignlings.practice.sandbox.forkserver import _readable, _recv_frame, _recv_frame_with_fds
 from alignlings.practice.sandbox.job import _write_all
-from alignlings.practice.sandbox.limits import Limits, SandboxResult, SandboxUnavailable
+from alignlings.practice.sandbox.limits import ISOLATION_MODES, Limits, SandboxResult, SandboxUnavailable
 from alignlings.practice.sandbox.mounts import _describe, _features, _job_env, _python_path
 from alignlings.practice.sandbox.supervisor import (
     _check_call,
@@ -70,18 +70,16 @@ class WarmSandbox:
     """Runs jobs in children of a long-lived fork server that has imported ``preload`` once.
 
     ``preload`` entries are modules ("torch") or "module:function" to import and call once in the
-    server (to warm caches every job then shares). isolation: "auto" (namespaces where they work,
-    else rlimits only), "namespaces" (raise SandboxUnavailable where they do not; "bubblewrap",
-    the cold path's word, means the same) or "rlimits".
+    server (to warm caches every job then shares). isolation: one of ``ISOLATION_MODES`` (the fork
+    server makes the namespaces itself).
     ``run`` is thread-safe; at most ``max_concurrent`` jobs run at once, the rest wait. If the
     server dies, the next ``run`` starts a new one."""
 
     def __init__(self, preload: Sequence[str] = ("torch",), isolation: str = "auto", *,
                  extra_pythonpath: Sequence[str] = (), max_concurrent: int | None = None,
                  start_timeout: float = 120.0):
-        if isolation not in ("auto", "namespaces", "bubblewrap", "rlimits"):
-            raise ValueError(f"isolation: expected 'auto', 'namespaces' or 'rlimits', got {isolation!r}")
-        isolation = "namespaces" if isolation == "bubblewrap" else isolation  # the cold path's word
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation: expected one of {ISOLATION_MODES}, got {isolation!r}")
         self._preload = list(preload)
         self._isolation_mode = isolation
         self._extra_pythonpath = list(extra_pythonpath)
