@@ -16,7 +16,10 @@ same SQL through psycopg. A thin dialect layer (:class:`_PgConnection`) gives it
 ``sqlite3.Connection`` the store uses: ``?`` placeholders become ``%s``, ``INSERT OR IGNORE`` becomes
 ``ON CONFLICT DO NOTHING``, ``INTEGER PRIMARY KEY`` an identity column, ``PRAGMA user_version`` a
 one-row ``alignlings_schema`` table, and ``BEGIN IMMEDIATE`` a transaction that takes one advisory
-lock, so writers queue exactly as they do on SQLite. The migrations are the same for both.
+lock, so writers queue exactly as they do on SQLite. The migrations are the same for both. A store
+opens at most ``ALIGNLINGS_DB_POOL_SIZE`` (default 10) connections, pooled by ``psycopg_pool``: each
+statement, or each transaction, borrows one, so however many threads a server runs, several server
+processes fit within PostgreSQL's ``max_connections``.
 
 The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]`` takes a database from
 version ``i`` to ``i + 1`` and they run in order, each in its own transaction.
@@ -345,33 +348,94 @@ def _pg_row_factory(cursor):
 
 
 class _PgCursor:
+    """A statement's rows, read at once (``cur``: a psycopg cursor, another _PgCursor or None)."""
+
     def __init__(self, cur, lastrowid=None):
-        self._cur, self.lastrowid = cur, lastrowid
+        self._rows = list(cur.fetchall()) if cur is not None and (
+            isinstance(cur, _PgCursor) or cur.description) else []
+        self._next, self.lastrowid = 0, lastrowid
 
     def fetchone(self):
-        return self._cur.fetchone() if self._cur.description else None
+        if self._next >= len(self._rows):
+            return None
+        self._next += 1
+        return self._rows[self._next - 1]
 
     def fetchall(self):
-        return self._cur.fetchall() if self._cur.description else []
+        rows, self._next = self._rows[self._next:], len(self._rows)
+        return rows
 
     def __iter__(self):
         return iter(self.fetchall())
 
 
+PG_POOL_SIZE = 10
+"""Connections to PostgreSQL one store (one ``serve`` process) opens at most; ``ALIGNLINGS_DB_POOL_SIZE``
+overrides it. Every thread borrows one per statement or per transaction, so a server's 40 worker
+threads (or a test's 100) never need more: several processes fit PostgreSQL's default 100 slots."""
+PG_POOL_TIMEOUT_S = 10.0
+"""How long a statement waits for a free pooled connection (or for the server to come back) before
+``psycopg_pool.PoolTimeout`` (a ``psycopg.Error``: ``service.STORE_ERRORS`` keeps the verdict)."""
+
+
+def pg_pool_size() -> int:
+    raw = os.environ.get("ALIGNLINGS_DB_POOL_SIZE", "").strip()
+    if not raw:
+        return PG_POOL_SIZE
+    try:
+        size = int(raw)
+    except ValueError:
+        size = 0
+    if not 1 <= size <= 1000:
+        raise ValueError(f"ALIGNLINGS_DB_POOL_SIZE: expected a whole number from 1 to 1000, got {raw!r}")
+    return size
+
+
+def _pg_prepare(db) -> None:
+    """The one-row version table that stands in for SQLite's ``PRAGMA user_version``."""
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_WRITE_LOCK,))
+        db.execute("CREATE TABLE IF NOT EXISTS alignlings_schema (version INTEGER NOT NULL)")
+        row: Any = db.execute("SELECT COUNT(*) FROM alignlings_schema").fetchone()
+        if row[0] == 0:
+            db.execute("INSERT INTO alignlings_schema (version) VALUES (0)")
+
+
+def pg_pool(url: str):
+    """A bounded pool of autocommit connections to ``url`` (``psycopg_pool``, the classroom extra)."""
+    try:
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise RuntimeError("a PostgreSQL progress store needs psycopg and psycopg_pool: "
+                           "pip install 'alignlings[classroom]'") from None
+    pool = ConnectionPool(url, min_size=1, max_size=pg_pool_size(), timeout=PG_POOL_TIMEOUT_S, open=False,
+                          kwargs={"autocommit": True, "row_factory": _pg_row_factory},
+                          check=ConnectionPool.check_connection, name="alignlings-progress")
+    pool.open(wait=False)
+    try:
+        with pool.connection() as db:
+            _pg_prepare(db)
+    except BaseException:
+        pool.close()
+        raise
+    return pool
+
+
 class _PgConnection:
-    """The subset of ``sqlite3.Connection`` the store uses, on PostgreSQL (see the module docstring)."""
+    """The subset of ``sqlite3.Connection`` the store uses, on PostgreSQL (see the module docstring).
 
-    def __init__(self, url: str):
-        import psycopg
+    With ``pool`` (a store's: :func:`pg_pool`), a statement outside a transaction borrows a pooled
+    connection for itself only, and ``BEGIN`` borrows one until ``COMMIT`` or ``ROLLBACK``; without,
+    it owns one connection (``connect(url)``, for scripts and tests)."""
 
-        self._db = psycopg.connect(url, autocommit=True, row_factory=_pg_row_factory)
+    def __init__(self, url: str, pool=None):
+        self._pool, self._tx, self._db = pool, None, None  # type: Any, Any, Any
         self.total_changes = 0
-        with self._db.transaction():
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_WRITE_LOCK,))
-            self._db.execute("CREATE TABLE IF NOT EXISTS alignlings_schema (version INTEGER NOT NULL)")
-            row: Any = self._db.execute("SELECT COUNT(*) FROM alignlings_schema").fetchone()
-            if row[0] == 0:
-                self._db.execute("INSERT INTO alignlings_schema (version) VALUES (0)")
+        if pool is None:
+            import psycopg
+
+            self._db = psycopg.connect(url, autocommit=True, row_factory=_pg_row_factory)
+            _pg_prepare(self._db)
 
     @staticmethod
     def translate(sql: str) -> str:
@@ -384,31 +448,59 @@ class _PgConnection:
     def execute(self, sql: str, args: tuple | list = ()) -> _PgCursor:
         text = sql.strip()
         upper = text.upper()
-        if upper == "BEGIN IMMEDIATE":
-            self._db.execute("BEGIN")
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_WRITE_LOCK,))
+        if upper in ("BEGIN IMMEDIATE", "BEGIN"):
+            db = self._tx = self._pool.getconn() if self._pool is not None else self._db
+            try:
+                db.execute("BEGIN")
+                if upper == "BEGIN IMMEDIATE":
+                    db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_WRITE_LOCK,))
+            except BaseException:
+                self._release()
+                raise
             return _PgCursor(None)
+        if upper in ("COMMIT", "ROLLBACK"):
+            try:
+                if self._tx is not None:
+                    self._tx.execute(upper)
+            finally:
+                self._release()
+            return _PgCursor(None)
+        db = self._tx if self._tx is not None else self._db
+        if db is None:  # pooled, outside a transaction: a connection for this statement only
+            with self._pool.connection() as db:
+                return self._run(db, text, upper, args)
+        return self._run(db, text, upper, args)
+
+    def _release(self) -> None:
+        db, self._tx = self._tx, None
+        if db is not None and self._pool is not None:
+            self._pool.putconn(db)  # the pool rolls back what is left open and drops a broken one
+
+    def _run(self, db, text: str, upper: str, args) -> _PgCursor:
         if upper.startswith("PRAGMA USER_VERSION ="):
-            self._db.execute("UPDATE alignlings_schema SET version = %s", (int(text.split("=")[1]),))
+            db.execute("UPDATE alignlings_schema SET version = %s", (int(text.split("=")[1]),))
             return _PgCursor(None)
         if upper == "PRAGMA USER_VERSION":
-            return _PgCursor(self._db.execute("SELECT version FROM alignlings_schema"))
+            return _PgCursor(db.execute("SELECT version FROM alignlings_schema"))
         if upper.startswith("PRAGMA"):
-            return _PgCursor(self._db.execute("SELECT 'wal'"))  # SQLite's tuning: nothing to do here
+            return _PgCursor(db.execute("SELECT 'wal'"))  # SQLite's tuning: nothing to do here
         returning = upper.startswith("INSERT INTO ATTEMPTS")
-        cur = self._db.execute(self.translate(text) + (" RETURNING id" if returning else ""), tuple(args))
+        cur = db.execute(self.translate(text) + (" RETURNING id" if returning else ""), tuple(args))
         if cur.rowcount and cur.rowcount > 0 and upper.startswith(("INSERT", "UPDATE", "DELETE")):
             self.total_changes += cur.rowcount
-        first: Any = cur.fetchone() if returning else None
-        lastrowid = first[0] if returning else None
-        return _PgCursor(cur, lastrowid)
+        out = _PgCursor(cur)  # rows read now: a pooled connection goes back when this returns
+        if returning:
+            out.lastrowid = out._rows[0][0]
+        return out
 
     def executemany(self, sql: str, rows) -> None:
         for row in rows:  # one by one: rowcount then counts what each row changed
             self.execute(sql, row)
 
     def close(self) -> None:
-        self._db.close()
+        self._release()
+        if self._db is not None:
+            self._db.close()
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -439,6 +531,7 @@ class ProgressStore:
     """
 
     learner = ""
+    _pool = None  # PostgreSQL: the store's connection pool (pg_pool)
 
     def __init__(self, path: str | Path | None = None, *, learner: str = ""):
         self.learner = _learner_id(learner)
@@ -455,6 +548,7 @@ class ProgressStore:
         self._all: weakref.WeakSet[_Conn] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
+        self._pool = pg_pool(self.url) if self.url is not None else None  # shared by for_learner views
         db = self._db()
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if self.url is None and str(mode).lower() != "wal":  # e.g. a file system without shared memory support
@@ -471,9 +565,10 @@ class ProgressStore:
             raise RuntimeError(f"{self.path}: the progress store is closed")
         holder = getattr(self._local, "conn", None)
         if holder is None or holder.pid != os.getpid():
-            db = connect(self.url or self.path)
+            db = (_PgConnection(self.url, self._pool) if self.url is not None
+                  else connect(self.path))
             db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed data
-            holder = self._local.conn = _Conn(db)
+            holder = self._local.conn = _Conn(db)  # type: ignore[arg-type]
             with self._lock:
                 self._all.add(holder)
         return holder.db
@@ -504,6 +599,8 @@ class ProgressStore:
                     pass
         self._local = threading.local()
         self._closed = True
+        if self._pool is not None:
+            self._pool.close()
 
     def __enter__(self):
         return self

@@ -15,8 +15,20 @@ from alignlings.practice.verdict import Verdict
 
 log = logging.getLogger("alignlings.practice")
 
-STORE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
-"""What a progress store raises when it cannot be written (a full disk, a locked or read-only file)."""
+
+def _store_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+    try:  # a classroom on PostgreSQL (the optional extra): its outages count like a locked SQLite file
+        import psycopg
+    except ImportError:
+        return errors
+    return (*errors, psycopg.Error)  # psycopg_pool's PoolTimeout and PoolClosed are psycopg.Errors too
+
+
+STORE_ERRORS: tuple[type[BaseException], ...] = _store_errors()
+"""What a progress store raises when it cannot be written (a full disk, a locked or read-only file;
+on PostgreSQL, when psycopg is installed, any ``psycopg.Error``: the server down or restarting, no free
+connection in the pool in time)."""
 
 
 def record_safely(store, exercise: Exercise, verdict: Verdict, *, code: str, source: str) -> bool:
