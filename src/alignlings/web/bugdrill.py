@@ -52,7 +52,7 @@ def diff_html(buggy: str, code: str) -> str:
     return "\n".join(rows)
 
 
-@router.post("/api/bug/{exercise_id}/diff", tags=["exercises"])
+@router.post("/api/bug/{exercise_id:path}/diff", tags=["exercises"])
 def diff(request: Request, exercise_id: str, body: DiffBody) -> dict:
     """The learner's change against buggy.py: ``changes`` (one sentence), ``changed_lines``,
     ``hunks``, ``diff`` (unified text) and ``html``. Nothing is graded or recorded."""
@@ -64,7 +64,7 @@ def diff(request: Request, exercise_id: str, body: DiffBody) -> dict:
             "diff": bugdrill.unified_diff(ex.buggy_source, body.code), "html": diff_html(ex.buggy_source, body.code)}
 
 
-@router.get("/api/bug/{exercise_id}/story", tags=["exercises"])
+@router.get("/api/bug/{exercise_id:path}/story", tags=["exercises"])
 def story(request: Request, exercise_id: str) -> dict:
     """The story of the real bug (Markdown and HTML), once the drill is solved; 403 before."""
     lang = lang_of(request)
