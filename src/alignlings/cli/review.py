@@ -1,8 +1,10 @@
 """`alignlings review`: today's due review items one after another (spaced repetition with FSRS).
 
-Quiz questions are asked like `alignlings quiz`; code items are cloze-style: a line's masked
-tokens, or one blank of an exercise (the one where a misconception was made, or its hardest),
-graded in the sandbox. Each answer becomes an FSRS rating (alignlings.practice.review.rate).
+Quiz questions (and bug-or-not drills) are asked like `alignlings quiz`; code items are
+cloze-style: a line's masked tokens, or one blank of an exercise (the one where a misconception was
+made, or its hardest), graded in the sandbox. A bug drill shows its buggy file again, numbered; the
+learner edits lines by number (or the whole file in $EDITOR) and the file is graded in the sandbox
+like the drill. Each answer becomes an FSRS rating (alignlings.practice.review.rate).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def review(
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Review what is due today: quiz questions, cloze lines, misconceptions you made, solved exercises.
+    """Review what is due today: quiz questions, cloze lines, misconceptions you made, solved exercises, bug drills.
 
     Spaced repetition (FSRS): right answers come back at growing intervals, a wrong one tomorrow.
     """
@@ -86,6 +88,8 @@ def review(
                 answer, hinted = _ask_quiz(out, shown, lang), False
             elif shown["form"] == "cloze":
                 answer, hinted = _ask_cloze(out, shown, lang)
+            elif shown["form"] == "bug":
+                answer, hinted = _ask_bug(out, shown, lang)
             else:
                 answer, hinted = _ask_blank(out, shown, lang)
             seconds = time.monotonic() - started
@@ -162,6 +166,70 @@ def _ask_blank(out, shown: dict, lang: str) -> tuple[str, bool]:
         out.print(escape(m("hint", lang, text=shown["hint"])) if shown["hint"] else m("no_hint", lang))
 
 
+def _indent_like(text: str, line: str) -> str:
+    """A line typed without indentation takes ``line``'s (typing leading spaces at a prompt is awkward)."""
+    if text[:1].isspace() or not text:
+        return text
+    return line[: len(line) - len(line.lstrip())] + text
+
+
+def edit_lines(lines: list[str], command: str, text: str | None) -> list[str]:
+    """One line edit of the bug drill's file: ``N`` replaces line N with ``text``, ``+N`` inserts
+    ``text`` after line N (``+0``: before the first), ``-N`` deletes line N (``text`` unused)."""
+    op, number = (command[0], command[1:]) if command[:1] in ("+", "-") else ("=", command)
+    if not number.isdigit():
+        raise ValueError(f"command: expected N, +N or -N (a line number), got {command!r}")
+    n = int(number)
+    low = 0 if op == "+" else 1
+    if not low <= n <= len(lines):
+        raise ValueError(f"command: line {n} is not in 1..{len(lines)}")
+    out = list(lines)
+    if op == "-":
+        del out[n - 1]
+    elif op == "+":
+        out.insert(n, _indent_like(text or "", lines[n - 1] if n else ""))
+    else:
+        out[n - 1] = _indent_like(text or "", lines[n - 1])
+    return out
+
+
+def _ask_bug(out, shown: dict, lang: str) -> tuple[str, bool]:
+    from rich.markdown import Markdown
+    from rich.markup import escape
+    from rich.syntax import Syntax
+
+    if shown.get("statement"):
+        out.print(Markdown(shown["statement"]))
+    lines = shown["source"].splitlines()
+    hinted, changed = False, True
+    while True:
+        if changed:
+            out.print(Syntax("\n".join(lines), "python", line_numbers=True, word_wrap=True))
+            changed = False
+        command = typer.prompt(m("bug_edit", lang, n=len(lines)), default="", show_default=False).strip()
+        if not command:
+            return "\n".join(lines) + "\n", hinted
+        if command == "?":
+            hinted = True
+            out.print(escape(m("hint", lang, text=shown["hint"])))
+            continue
+        if command.lower() == "e":
+            edited = typer.edit("\n".join(lines) + "\n", extension=".py", require_save=False)
+            if edited is not None:
+                lines, changed = edited.splitlines(), True
+            continue
+        try:
+            edit_lines(lines, command, "")  # a bad command is refused before any text is asked for
+        except ValueError:
+            out.print(m("bug_bad", lang, n=len(lines)))
+            continue
+        text = None
+        if not command.startswith("-"):
+            current = lines[int(command) - 1].strip() if command.isdigit() else ""
+            text = typer.prompt(m("bug_line", lang, n=command.lstrip("+")), default=current, show_default=False)
+        lines, changed = edit_lines(lines, command, text), True
+
+
 def _feedback(out, shown: dict, result: dict, lang: str) -> None:
     from rich.markup import escape
 
@@ -171,7 +239,10 @@ def _feedback(out, shown: dict, result: dict, lang: str) -> None:
         expected = result["expected"]
         if shown["form"] == "quiz":
             expected = LETTERS[expected]
-        out.print(f"[red]{escape(m('wrong', lang, expected=str(expected)))}[/]")
+        if shown["form"] == "bug":  # the fix, a diff, is printed below
+            out.print(f"[red]{escape(m('bug_wrong', lang))}[/]")
+        else:
+            out.print(f"[red]{escape(m('wrong', lang, expected=str(expected)))}[/]")
         if result.get("repeated"):
             out.print(f"[red]{m('repeated', lang)}[/]")
     if shown["form"] == "quiz":
@@ -182,5 +253,17 @@ def _feedback(out, shown: dict, result: dict, lang: str) -> None:
         for i, r in enumerate(result["results"], start=1):
             mark = "[green]✓[/]" if r["correct"] else "[red]✗[/]"
             out.print(f"  {mark} [{i}] {escape(r['answer'] or '')} → {escape(r['token'])}")
+    elif shown["form"] == "bug":
+        from rich.markdown import Markdown
+        from rich.panel import Panel
+        from rich.syntax import Syntax
+
+        if result["feedback"]:
+            out.print(escape(result["feedback"]))
+        if not result["correct"]:
+            out.print(m("bug_fix", lang))
+            out.print(Syntax(result["expected"].rstrip(), "diff"))
+        elif result.get("story"):
+            out.print(Panel(Markdown(result["story"]), title=m("bug_story", lang), expand=False))
     elif result["feedback"] and not result["correct"]:
         out.print(escape(result["feedback"]))

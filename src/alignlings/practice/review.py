@@ -8,7 +8,10 @@ Review items come from the packs' data, so a new exercise brings its items with 
   the blank where they made it, every other blank filled with the reference.
 - ``exercise/EXERCISE``: a solved exercise; the re-test is its hardest blank for this learner (the
   one they failed most, then the one with the most known misconceptions).
-- ``quiz/QUESTION``: a quiz question once answered.
+- ``quiz/QUESTION``: a quiz question once answered; a ``bug-or-not`` drill's two questions
+  (``quiz/DRILL:verdict``, ``quiz/DRILL:reason``) are quiz questions too, asked as in the quiz.
+- ``bug/DRILL``: a ``bug`` drill once fixed; the re-test is the buggy file again, graded as a whole
+  file by the grader's sandbox (``Grader.check(key, code)``), like the drill itself.
 
 An item enters the schedule when the learner's history first touches it, and every later event of
 that history (a quiz answer, a cloze round, an attempt) counts as a review of it, replayed at its own
@@ -53,9 +56,10 @@ if TYPE_CHECKING:
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
-KINDS = ("cloze", "misconception", "exercise", "quiz")
+KINDS = ("cloze", "misconception", "exercise", "quiz", "bug")
 # a right answer given within this many seconds (first try, no hint) is rated Easy
-FAST_SECONDS = {"quiz": 20.0, "cloze": 30.0, "misconception": 45.0, "exercise": 60.0}
+FAST_SECONDS = {"quiz": 20.0, "cloze": 30.0, "misconception": 45.0, "exercise": 60.0, "bug": 120.0}
+MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
 MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -191,6 +195,8 @@ def _tags(value: Any, where: str) -> tuple[str, ...]:
 
 def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
     """``[concepts]`` of exercise.toml: blank number -> tags (``1 = ["implicit-reward"]``)."""
+    if not ex.is_code or ex.is_bug:
+        return {}
     table = ex.meta.get("concepts", {})
     where = f"{ex.path / 'exercise.toml'}: [concepts]"
     if not isinstance(table, dict):
@@ -204,6 +210,14 @@ def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
             raise PackError(f"{where}: key {key!r} is not a blank number (1 to {n})")
         out[int(key)] = _tags(tags, f"{where} {key}")
     return out
+
+
+def drill_concepts(ex: Exercise) -> tuple[str, ...]:
+    """``concepts = [...]`` of a ``bug`` or ``bug-or-not`` drill's exercise.toml: the drill's tags
+    (a bug-or-not drill's two questions share them)."""
+    if ex.kind not in ("bug", "bug-or-not") or "concepts" not in ex.meta:
+        return ()
+    return _tags(ex.meta["concepts"], f"{ex.path / 'exercise.toml'}: concepts")
 
 
 def _raw(ex: Exercise, name: str, table: str) -> list[dict]:
@@ -227,6 +241,9 @@ def misconception_concepts(ex: Exercise) -> dict[str, tuple[str, ...]]:
 
 
 def question_concepts(ex: Exercise) -> dict[str, tuple[str, ...]]:
+    if ex.kind == "bug-or-not":
+        tags = drill_concepts(ex)
+        return {q.id: tags for q in ex.quiz} if tags else {}
     raw = {str(q.get("id", f"q{i + 1}")): q for i, q in enumerate(_raw(ex, "quiz.toml", "question"))}
     return {q.id: _tags(raw[q.id]["concepts"], f"{ex.path / 'quiz.toml'}: question {q.id!r} concepts")
             for q in ex.quiz if raw.get(q.id, {}).get("concepts") is not None}
@@ -278,10 +295,15 @@ def _catalog(pack: Pack) -> dict[tuple[str, str], Item]:
         out[item.uid] = item
 
     for ex in pack:
-        if ex.kind == "quiz":
+        if ex.is_quiz:  # the concept quiz and bug-or-not drills
             tags = question_concepts(ex)
             for q in ex.quiz:
                 add(Item(f"quiz/{q.id}", "quiz", ex.pack, ex.key, tags.get(q.id, ()), question=q.id))
+            continue
+        if ex.is_bug:
+            add(Item(f"bug/{ex.id}", "bug", ex.pack, ex.key, drill_concepts(ex)))
+            continue
+        if not ex.is_code:
             continue
         blanks = find_blanks(ex.solution_source)
         by_blank = blank_concepts(ex)
@@ -332,7 +354,8 @@ def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
     pending: set[str] = set()  # misconceptions hit and not yet fixed
     for a in sources["attempts"]:
         ex_id = a["exercise"]
-        if ex_id not in ids or f"exercise/{ex_id}" not in items:
+        solved_key = next((k for k in (f"exercise/{ex_id}", f"bug/{ex_id}") if k in items), None)
+        if ex_id not in ids or solved_key is None:
             continue
         marks = [(at, kind) for at, kind in hints.get(ex_id, []) if at < a["created_at"]]
         reset_at = max((at for at, kind in marks if kind == "reset"), default="")
@@ -355,7 +378,7 @@ def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
             w["solved"] = True
             since = [kind for at, kind in marks if at > reset_at]
             rating = AGAIN if "reveal" in since else HARD if "hint" in since else EASY if w["attempts"] == 1 else GOOD
-            out.append(_event(f"exercise/{ex_id}", rating, a["created_at"], a["uuid"], "attempt"))
+            out.append(_event(solved_key, rating, a["created_at"], a["uuid"], "attempt"))
     return out
 
 
@@ -414,9 +437,10 @@ class Review:
             raise ValueError(f"item: {pack_id}/{key} is not a review item of the loaded packs") from None
 
     def find(self, key: str) -> Item:
-        """An item by ``KIND/...`` (the first pack that has it) or ``PACK:KIND/...``."""
+        """An item by ``KIND/...`` (the first pack that has it) or ``PACK:KIND/...`` (a bug-or-not
+        question's key has a ':' of its own: ``quiz/DRILL:verdict``)."""
         pack_id, sep, rest = key.partition(":")
-        if sep:
+        if sep and "/" not in pack_id:
             return self.item(pack_id, rest)
         for part in self.pack.packs:
             if (part.id, key) in self._catalog:
@@ -532,7 +556,9 @@ def hardest_blank(ex: Exercise, attempts: list[dict]) -> int:
 
 
 def present(review: Review, item: Item, lang: str = "en") -> dict:
-    """What the learner sees for an item (no answers): ``kind`` is "quiz", "cloze" or "blank"."""
+    """What the learner sees for an item (no answers): ``form`` is "quiz", "cloze", "blank" or
+    "bug" (a bug drill's buggy file: ``source``, the drill's ``statement``, and as ``hint`` the
+    neighbourhood of the bug, worded as the drill's own hint, without the line)."""
     from alignlings.practice import blanks as bl
     from alignlings.practice import cloze as cz
 
@@ -543,11 +569,17 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
         q = next(q for q in ex.quiz if q.id == item.question)
         return base | {"form": "quiz", "question": q.question.get(lang, ""),
                        "options": [o.text.get(lang, "") for o in q.options]}
+    if item.kind == "bug":
+        from alignlings.practice import bugdrill
+
+        return base | {"form": "bug", "source": ex.buggy_source, "line": None,
+                       "statement": ex.texts(lang).statement, "hint": bugdrill.where(ex, lang)}
     if item.kind == "cloze":
         source = cz.snippet_source(ex, lang)
         masked = cloze_lines(ex)[item.line]
         return base | {"form": "cloze", "source": source, "line": item.line,
                        "masked": [{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
+                       "hints": [p.token[0] for p in masked],  # the first character of each masked token
                        "rendered": cz.render(source, masked)}
     blank = item.blank or hardest_blank(ex, review.store.attempts(ex.id, pack=ex.pack))
     blanks = bl.find_blanks(ex.solution_source)
@@ -571,7 +603,9 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
 
     ``answer``: the option index for a quiz item; ``{position key: text}`` for a cloze item (graded
     by :func:`alignlings.practice.cloze.check`); the fill for a blank, graded by the grader's
-    sandbox (``Grader.check(..., fills=..., quick=True)``): learner code never runs in this process.
+    sandbox (``Grader.check(..., fills=..., quick=True)``); the whole edited file for a bug drill,
+    graded like the drill (``Grader.check(key, code)``: every case, the wrong fixes recognised):
+    learner code never runs in this process.
     """
     from alignlings.practice import blanks as bl
     from alignlings.practice import cloze as cz
@@ -597,6 +631,8 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
         results = cz.check(ex, source, masked, answer, grader)
         return {"correct": all(r["correct"] for r in results), "results": results,
                 "expected": " ".join(r["token"] for r in results), "feedback": ""}
+    if item.kind == "bug":
+        return _check_bug(ex, answer, grader, lang)
     if not isinstance(answer, str):
         raise _reject(answer, "the blank's code (a string)")
     if "\n" in answer.strip():
@@ -614,6 +650,24 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     return {"correct": correct, "blank": blank, "expected": blanks[blank - 1].answer, "feedback": feedback,
             "misconception": entry.get("misconception"),
             "repeated": bool(item.misconception and entry.get("misconception") == item.misconception)}
+
+
+def _check_bug(ex: Exercise, answer: Any, grader: Grader, lang: str) -> dict:
+    from alignlings.practice import bugdrill
+
+    if not isinstance(answer, str):
+        raise _reject(answer, "the edited file (a string)")
+    if not answer.strip() or len(answer) > MAX_FILE_CHARS:
+        raise ValueError(f"answer: expected the edited file (1 to {MAX_FILE_CHARS} characters), got {len(answer)}")
+    verdict = grader.check(ex.key, answer, lang=lang, run_main=False)
+    info = verdict.get("bug") or {}
+    feedback = "\n".join(bugdrill.verdict_lines(verdict, lang))
+    if not info and verdict.get("error"):
+        feedback = str(verdict["error"].get("message", ""))[:2000]
+    return {"correct": verdict["passed"] is True, "feedback": feedback,
+            "expected": bugdrill.unified_diff(ex.buggy_source, ex.solution_source),
+            "diff": info.get("diff", ""), "wrong_fix": info.get("wrong_fix"), "failing": info.get("failing", []),
+            "story": info.get("story") if verdict["passed"] else None, "repeated": False}
 
 
 def schedule_row(review: Review, item: Item) -> list[dict]:

@@ -55,8 +55,12 @@ def due_count(request: Request) -> int:
 
 
 def _public(shown: dict, lang: str) -> dict:
-    """An item as the page needs it: quiz options as HTML, code split into lines with the masks."""
+    """An item as the page needs it: quiz options as HTML, code split into lines with the masks (a
+    bug drill keeps its whole ``source`` for the editor, its statement as HTML)."""
     out = {k: v for k, v in shown.items() if k not in ("source", "rendered")}
+    if shown["form"] == "bug":
+        out["source"] = shown["source"]
+        out["statement_html"] = render.markdown(shown["statement"]) if shown.get("statement") else ""
     if shown["form"] == "quiz":
         out["question_html"] = render.markdown(shown["question"])
         out["options_html"] = [render.inline_markdown(o) for o in shown["options"]]
@@ -105,7 +109,10 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
     value: Any = body.answer
-    if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS or isinstance(value, dict) and (
+    if item.kind == "bug":  # a whole file
+        if isinstance(value, str) and len(value) > rv.MAX_FILE_CHARS:
+            raise HTTPException(422, f"answer: at most {rv.MAX_FILE_CHARS} characters for a file")
+    elif isinstance(value, str) and len(value) > MAX_ANSWER_CHARS or isinstance(value, dict) and (
             len(value) > 64 or any(len(v) > MAX_ANSWER_CHARS for v in value.values())):
         raise HTTPException(422, f"answer: at most {MAX_ANSWER_CHARS} characters per fill")
 
@@ -129,6 +136,8 @@ async def answer(request: Request, body: AnswerBody) -> dict:
             o["why_html"] = render.inline_markdown(o["why"])
     if result.get("feedback"):
         result["feedback_html"] = render.inline_markdown(result["feedback"])
+    if result.get("story"):
+        result["story_html"] = render.markdown(result["story"])
     return {"result": result, "schedule": saved, "counts": engine.counts()}
 
 

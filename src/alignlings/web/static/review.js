@@ -1,5 +1,6 @@
 /* Review page: today's due items one at a time, keyboard-first (Enter checks, Enter again moves on;
-   A-D answer a quiz question). On the progress page: the mastery-by-concept chart. */
+   A-D answer a quiz question; a bug drill's file is edited in a textarea, Ctrl+Enter checks).
+   On the progress page: the mastery-by-concept chart. */
 "use strict";
 (function () {
   const fill = (s, v) => Object.entries(v).reduce((a, [k, x]) => a.replaceAll(`{${k}}`, x), s);
@@ -106,12 +107,24 @@
       checkBtn.hidden = true;
       focus = ol.querySelector("button");
       hintBtn.hidden = true;
+    } else if (it.form === "bug") {
+      if (it.statement_html) body.append(el("div", { class: "prose", html: it.statement_html }));
+      const area = el("textarea", { class: "code bug-file", spellcheck: "false", autocomplete: "off",
+                                    rows: String(Math.min(40, it.source.split("\n").length + 1)),
+                                    "aria-label": R.bug_label, id: "review-file" });
+      area.value = it.source;
+      area.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); check(); }
+      });
+      body.append(el("label", { for: "review-file", class: "dim", text: R.bug_label }), area);
+      focus = area;
+      hintBtn.hidden = !it.hint;
     } else {
       if (it.todo) body.append(el("p", { class: "todo", text: `TODO ${it.blank}: ${it.todo}` }));
       const { pre, inputs } = codeView(it);
       body.append(pre);
       focus = inputs[0];
-      hintBtn.hidden = !(it.form === "blank" && it.hint);
+      hintBtn.hidden = !((it.form === "blank" && it.hint) || (it.form === "cloze" && it.hints && it.hints.length));
     }
     itemBox.hidden = false;
     started = performance.now();
@@ -125,6 +138,8 @@
     if (it.form === "quiz") {
       if (choice === null) return;
       answer = choice;
+    } else if (it.form === "bug") {
+      answer = body.querySelector("textarea").value;
     } else if (it.form === "cloze") {
       answer = {};
       body.querySelectorAll("input[data-key]").forEach((inp) => { answer[inp.dataset.key] = inp.value; });
@@ -134,14 +149,14 @@
     answered = true;
     const seconds = (performance.now() - started) / 1000;
     checkBtn.disabled = true;
-    body.querySelectorAll("input, button.option").forEach((x) => { x.disabled = true; });
+    body.querySelectorAll("input, textarea, button.option").forEach((x) => { x.disabled = true; });
     feedback.replaceChildren(el("p", { text: R.checking }));
     const res = await apiQueued("POST", "/api/review/answer", { item: it.item, pack: it.pack, answer, seconds, hinted },
                                 () => { feedback.replaceChildren(el("p", { text: T.busy })); });
     if (!res.ok) {
       answered = false;
       checkBtn.disabled = false;
-      body.querySelectorAll("input, button.option").forEach((x) => { x.disabled = false; });
+      body.querySelectorAll("input, textarea, button.option").forEach((x) => { x.disabled = false; });
       feedback.replaceChildren(el("p", { class: "review-result wrong", text: errorText(res) }));
       return;
     }
@@ -161,6 +176,11 @@
       const inputs = [...body.querySelectorAll("input[data-key]")];
       result.results.forEach((r, j) => { if (inputs[j]) inputs[j].classList.add(r.correct ? "ok" : "bad"); });
       if (!result.correct) out.push(el("p", { text: fill(R.expected, { expected: result.expected }) }));
+    } else if (it.form === "bug") {
+      body.querySelector("textarea").classList.add(result.correct ? "ok" : "bad");
+      if (result.feedback_html) out.push(el("div", { class: "blank-fb prose", html: result.feedback_html }));
+      if (!result.correct) out.push(el("p", { text: R.bug_fix }), el("pre", { class: "code bug-fix", text: result.expected }));
+      else if (result.story_html) out.push(el("h3", { text: R.bug_story }), el("div", { class: "prose bug-story", html: result.story_html }));
     } else {
       body.querySelector("input[data-key]").classList.add(result.correct ? "ok" : "bad");
       if (!result.correct) {
@@ -190,9 +210,11 @@
   nextBtn.addEventListener("click", () => (index + 1 < items.length ? show(index + 1) : finish()));
   hintBtn.addEventListener("click", () => {
     hinted = true;
-    hintBox.textContent = items[index].hint;
+    const it = items[index];
+    hintBox.textContent = it.form === "cloze" ? it.hints.map((c, j) => fill(R.starts_with, { n: j + 1, c })).join(" · ")
+                                              : it.hint;
     hintBox.hidden = false;
-    const input = body.querySelector("input[data-key]");
+    const input = body.querySelector("input[data-key], textarea");
     if (input) input.focus();
   });
   document.addEventListener("keydown", (e) => {
