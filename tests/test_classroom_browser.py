@@ -1,0 +1,119 @@
+"""A class in a real browser (Debian's headless Chromium through Playwright), on SQLite and on
+PostgreSQL: three learners, each in a browser context of their own, join with a name and the class
+code, check dpo-loss (one right, two with the same misconception) and take a hint; the teacher page
+shows the three rows and the misconception hit by two learners. A learner's browser cannot open the
+teacher's pages, and sees only its own progress. Never downloads a browser: without
+/usr/bin/chromium the tests skip; without ``ALIGNLINGS_TEST_DATABASE_URL`` the PostgreSQL run skips."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("httpx")
+
+from classroom_server import CODE, PG_SKIP, PG_URL, TEACHER, classroom_server  # noqa: E402
+
+from alignlings.practice import blanks as bl  # noqa: E402
+from alignlings.practice.pack import load_pack  # noqa: E402
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync"]
+EX = load_pack().get("dpo-loss")
+RIGHT = [b.answer for b in bl.find_blanks(EX.solution_source)]
+MISC = EX.misconceptions[0]
+WRONG = [MISC.fill if b.index == MISC.blank else b.answer for b in bl.find_blanks(EX.solution_source)]
+PLAN = {"Ann": RIGHT, "Bo": WRONG, "Cy": WRONG}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def learner_joins_checks_and_takes_a_hint(browser, url: str, name: str, fills: list[str]):
+    context = browser.new_context(base_url=url)
+    context.set_default_timeout(90_000)
+    page = context.new_page()
+    page.goto("/exercises/dpo-loss?lang=en")
+    page.wait_for_url(re.compile(r"/join$"))  # no cookie yet: sent to the join page
+    page.fill("#join-name", name)
+    page.fill("#join-code", CODE.lower())  # read from a board: any case
+    page.click("#join-button")
+    page.wait_for_url(re.compile(r"/$"))
+    cookies = {c["name"]: c for c in context.cookies()}
+    assert cookies["alignlings_learner"]["httpOnly"] and cookies["alignlings_learner"]["sameSite"] == "Strict"
+    page.goto("/exercises/dpo-loss")
+    for i, text in enumerate(fills, start=1):
+        page.fill(f"#blank-{i}", text)
+    page.click("#check-btn")
+    page.wait_for_selector(".verdict.passed" if fills == RIGHT else ".verdict.failed")
+    if fills != RIGHT:
+        assert "bad" in page.get_attribute(f"#blank-{MISC.blank}", "class")
+        assert MISC.feedback["en"] in page.locator(f'.blank-fb[data-index="{MISC.blank}"]').inner_text()
+    page.click("#hint-btn")
+    page.wait_for_selector("#hint-list li")
+    assert page.locator("#hint-count").inner_text() == "1"
+    return context, page
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(
+    not PG_URL, reason=PG_SKIP))])
+def test_three_learners_and_a_teacher_in_the_browser(browser, backend, tmp_path):
+    with classroom_server(backend, tmp_path) as url:
+        learners = {name: learner_joins_checks_and_takes_a_hint(browser, url, name, fills)
+                    for name, fills in PLAN.items()}
+
+        # each learner's own progress, as their browser gets it
+        for name, (context, _) in learners.items():
+            rows = {r["key"]: r for r in context.request.get(f"{url}/api/progress").json()["exercises"]}
+            mine = rows["dpo-loss"]
+            assert (mine["attempts"], mine["hints"], bool(mine["solved"])) == (1, 1, name == "Ann"), (name, mine)
+            assert sum(r["attempts"] for r in rows.values()) == 1  # nobody else's attempts leak in
+        ann_page = learners["Ann"][1]
+        ann_page.goto("/exercises/dpo-loss")  # Ann's page puts back her own fills, never Bo's wrong one
+        assert ann_page.input_value(f"#blank-{MISC.blank}") == RIGHT[MISC.blank - 1] != MISC.fill
+
+        # a learner cannot open the teacher's pages, with or without guessing the token
+        ann = learners["Ann"][0]
+        for path in ("/teacher", "/api/teacher/class", "/teacher/progress.csv"):
+            assert ann.request.get(url + path).status == 401
+        assert ann_page.goto("/teacher?token=guess").status == 403
+        assert ann_page.goto("/teacher").status == 401
+        assert not re.search(r"\b(Bo|Cy)\b", ann_page.content())  # no other learner's name on the refusal
+
+        # the teacher
+        teacher = browser.new_context(base_url=url)
+        teacher.set_default_timeout(60_000)
+        page = teacher.new_page()
+        page.goto(f"/teacher?token={TEACHER}&lang=en")
+        page.wait_for_url(re.compile(r"/teacher(\?lang=en)?$"))  # the token moved into an HttpOnly cookie
+        assert page.locator("#class-code").inner_text() == CODE
+        rows = page.locator("#class-progress tbody tr")
+        assert rows.count() == 3
+        assert [rows.nth(i).locator("th").inner_text() for i in range(3)] == ["Ann", "Bo", "Cy"]
+        cells = [rows.nth(i).locator('td[data-exercise="dpo-loss"]') for i in range(3)]
+        assert [c.get_attribute("class") for c in cells] == ["status-solved", "status-attempted", "status-attempted"]
+        assert all("1 / 1" in c.inner_text() for c in cells)  # one attempt, one hint each
+        misc = page.locator(f'#class-misconceptions tr[data-misconception="{MISC.id}"]')
+        assert misc.locator("td.count").inner_text() == "2"
+        assert misc.locator("a").get_attribute("href") == f"/exercises/dpo-loss#blank-{MISC.blank}"
+        assert page.locator("#class-misconceptions tbody tr").first.get_attribute("data-misconception") == MISC.id
+        os.makedirs("test-artifacts/screenshots", exist_ok=True)
+        page.screenshot(path=f"test-artifacts/screenshots/classroom-teacher-{backend}.png", full_page=True)
+        page.goto("/teacher?lang=zh")
+        assert page.locator("h1").inner_text() == "课堂进度"
+        for context, _ in learners.values():
+            context.close()
+        teacher.close()
