@@ -297,3 +297,41 @@ def test_web_queue_and_answer_a_bug_drill(client):
     assert too_long.status_code == 422 and "answer" in too_long.text
     page = client.get("/review?lang=zh").text
     assert '"kind_bug": "\\u627e bug"' in page and "Ctrl+Enter" in page  # the page's strings, as JSON
+
+
+# -- progress --import rebuilds the review schedule itself ------------------------------------------------
+
+def test_cli_import_rebuilds_review_states(tmp_path, monkeypatch, course):
+    import json
+
+    with ProgressStore(tmp_path / "a.sqlite3") as a:
+        review = simulate(a, course, days=20)
+        data = a.export()
+    (tmp_path / "export.json").write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "b"))
+    out = _cli(["progress", "--import", str(tmp_path / "export.json"), "--pack", "dpo-grpo", "--pack", DRILLS])
+    assert out.exit_code == 0, out.output
+    counts = json.loads(out.output)
+    assert counts["review_log"] == len(data["review_log"]) and counts["review_states"] >= 3
+    with ProgressStore(tmp_path / "a.sqlite3") as a:
+        a_states = a.review_states(pack=DRILLS)
+    assert len(a_states) == 3
+    with ProgressStore() as b:  # the states are there before any review runs, equal to the source's
+        states = b.review_states(pack=DRILLS)
+        assert states.keys() == a_states.keys()
+        for key, state in a_states.items():
+            assert states[key]["card"] == state["card"] and states[key]["n_logs"] == state["n_logs"], key
+        assert rv.Review(b, course, review.clock).sync() == 0  # nothing left for the next review to do
+    again = _cli(["progress", "--import", str(tmp_path / "export.json"), "--pack", "dpo-grpo", "--pack", DRILLS])
+    assert json.loads(again.output)["review_states"] == 0 and json.loads(again.output)["history_reviews"] == 0
+
+
+def test_web_import_takes_drill_answers_and_rebuilds_review_states(tmp_path, course, client):
+    with ProgressStore(tmp_path / "a.sqlite3") as a:
+        simulate(a, course, days=20)
+        data = a.export()
+        a_states = a.review_states(pack=DRILLS)
+    res = client.post("/api/progress/import", json=data)
+    assert res.status_code == 200, res.text
+    counts = res.json()["imported"]
+    assert counts["quiz_answers"] == 2 and counts["review_states"] >= 3  # bug-or-not answers are quiz answers

@@ -36,6 +36,9 @@ def progress(
             counts = s.import_(data)
         except (OSError, json.JSONDecodeError, ValueError) as exc:
             raise typer.BadParameter(f"{import_}: {exc}", param_hint="--import") from None
+        from alignlings.practice.review import rebuild_after_import
+
+        counts.update(rebuild_after_import(s, load(pack), data))  # the review schedule, rebuilt now
         out.print(json.dumps(counts))
         return
     p = load(pack)

@@ -996,7 +996,7 @@ _TABLES = {
     "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
     "review_log": ("uuid", "pack", "item", "rating", "reviewed_at", "source", "duration_ms", "answer"),
 }
-REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz")  # an item key is "KIND/..." (practice.review)
+REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz", "bug")  # an item key is "KIND/..." (practice.review)
 
 
 def _review_row(r: sqlite3.Row) -> dict:

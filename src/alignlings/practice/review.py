@@ -526,6 +526,21 @@ class Review:
         return out
 
 
+def rebuild_after_import(store: ProgressStore, pack: Pack | None, data: dict) -> dict:
+    """Bring the review schedule up to date right after an import (``alignlings progress --import``),
+    so the states are not left to the next review: every imported pack's states are replayed from
+    its review log, and with ``pack`` (the loaded packs) the imported history (quiz answers, cloze
+    rounds, attempts) is folded in as reviews. Returns ``review_states`` (states recomputed) and
+    ``history_reviews`` (reviews derived from the imported history; its items' states follow)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"data: expected an export (a dict), got {type(data).__name__}")
+    packs = {str(r["pack"]) for table in ("review_log", "attempts", "quiz_answers", "cloze")
+             for r in data.get(table) or [] if isinstance(r, dict) and isinstance(r.get("pack"), str)}
+    refreshed = sum(store.refresh_review_states(replay, pack=pid) for pid in sorted(packs))
+    added = Review(store, pack).sync() if pack is not None else 0  # record_reviews refreshes what it touches
+    return {"review_states": refreshed, "history_reviews": added}
+
+
 def concept_names(pack: Pack, lang: str = "en") -> dict[str, str]:
     """tag -> name in ``lang``: the ``[concepts]`` table of each pack's texts/<lang>.toml."""
     out: dict[str, str] = {}

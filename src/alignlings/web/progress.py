@@ -73,12 +73,15 @@ async def import_progress(request: Request) -> dict:
         raise HTTPException(422, "expected a JSON object (the output of /api/progress/export)")
     pack = ctx(request).pack
     exercises = {ex.id for ex in pack}
-    questions = {q.id for ex in pack if ex.kind == "quiz" for q in ex.quiz}
+    questions = {q.id for ex in pack if ex.is_quiz for q in ex.quiz}  # bug-or-not drills answer as quiz questions
     try:
         counts = ctx(request).store.import_(data, exercises=exercises, questions=questions,
                                             packs={p.id for p in pack.packs})
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
+    from alignlings.practice.review import rebuild_after_import
+
+    counts.update(rebuild_after_import(ctx(request).store, pack, data))  # the review schedule, rebuilt now
     return {"imported": counts}
 
 
