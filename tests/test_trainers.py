@@ -18,7 +18,9 @@ from alignlings.trainers import (  # noqa: E402
 )
 from alignlings.trainers import toy  # noqa: E402
 from alignlings.trainers.configs import load_config, parse_overrides  # noqa: E402
-from alignlings.trainers.data import completion_mask_until_eos, tokenize_pair, truncate  # noqa: E402
+from alignlings.trainers.data import (  # noqa: E402
+    collate_completions, collate_sequences, completion_mask_until_eos, tokenize_pair, truncate,
+)
 
 
 # tiny tensors: a second torch thread costs more than it saves (see conftest.one_torch_thread)
@@ -355,3 +357,15 @@ def test_progress_bar_keeps_the_step_count_on_a_narrow_console():
         bar.update({"loss": 0.6931, "rewards/accuracies": 0.875, "rewards/margins": 0.01234})
     last = buf.getvalue().split("\x1b[2K")[-1]
     assert "20/200" in last and "0:00:0" in last and "loss=0.6931" in last
+
+
+def test_collation_pads_right_and_marks_completions_only():
+    batch = collate_completions([[5, 6], [], [7]], [[8], [9, 10], [11, 12, 13]], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 8, 0], [9, 10, 0, 0], [7, 11, 12, 13]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]]
+    assert batch["completion_mask"].tolist() == [[0, 0, 1, 0], [1, 1, 0, 0], [0, 1, 1, 1]]
+    assert all(v.dtype == torch.long for v in batch.values())
+    # the DPO trainer's path: rows tokenized once into tensors, completion start per row
+    seqs = [torch.tensor([5, 6, 8]), torch.tensor([9, 10]), torch.tensor([7, 11, 12, 13])]
+    again = collate_sequences(seqs, [2, 0, 1], pad_id=0)
+    assert all(torch.equal(again[k], batch[k]) for k in batch)

@@ -169,12 +169,22 @@ def collate_completions(prompts: Sequence[Sequence[int]], completions: Sequence[
                         pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded prompt + completion rows: ``input_ids``, ``attention_mask`` and
     ``completion_mask`` (1 on completion tokens only), each [B, T]."""
-    seqs = [list(p) + list(c) for p, c in zip(prompts, completions)]
-    flags = [[0] * len(p) + [1] * len(c) for p, c in zip(prompts, completions)]
+    seqs = [torch.tensor(list(p) + list(c), dtype=torch.long) for p, c in zip(prompts, completions)]
+    return collate_sequences(seqs, [len(p) for p in prompts], pad_id)
+
+
+def collate_sequences(seqs: Sequence[torch.Tensor], starts: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+    """``collate_completions`` from rows tokenized once into 1-D long tensors (prompt + completion) and
+    the index where each completion starts: one ``pad_sequence`` and two comparisons with the
+    positions build the three [B, T] tensors (no Python loop over tokens, so a trainer that keeps
+    its rows as tensors collates a batch in a few tensor operations)."""
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    positions = torch.arange(int(lengths.max()) if len(seqs) else 0)
+    attention_mask = (positions < lengths[:, None]).long()
     return {
-        "input_ids": pad(seqs, pad_id, "right"),
-        "attention_mask": pad([[1] * len(s) for s in seqs], 0, "right"),
-        "completion_mask": pad(flags, 0, "right"),
+        "input_ids": torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True, padding_value=pad_id),
+        "attention_mask": attention_mask,
+        "completion_mask": attention_mask * (positions >= torch.tensor(starts, dtype=torch.long)[:, None]),
     }
 
 

@@ -178,18 +178,19 @@ class GRPOTrainer(BaseTrainer):
         batch = collate_completions([p for p, _ in pairs], [c for _, c in pairs], self.pad_id)
         return rewards_of(reward_model, batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device)).tolist()
 
-    @torch.no_grad()
     def per_token_logps(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[B, C] log-probs of the completion tokens under ``model``, in micro-batches, no gradient."""
+        """[B, C] log-probs of the completion tokens under ``model``, in micro-batches, under inference
+        mode (no autograd bookkeeping); the result is copied out of it for the loss."""
         C = batch["completion_ids"].shape[1]
         out = []
-        for rows in self.micro_batches(list(range(batch["input_ids"].shape[0]))):
-            logps, _ = completion_logprobs(
-                model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                temperature=self.args.temperature, logits_to_keep=C + 1,
-            )
-            out.append(logps.per_token)
-        return torch.cat(out)
+        with torch.inference_mode():
+            for rows in self.micro_batches(list(range(batch["input_ids"].shape[0]))):
+                logps, _ = completion_logprobs(
+                    model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
+                    temperature=self.args.temperature, logits_to_keep=C + 1,
+                )
+                out.append(logps.per_token)
+        return torch.cat(out).clone()
 
     def generate_and_score(self, indices: list[int]) -> dict:
         """The batch the next ``num_iterations`` steps train on, with its advantages and metrics."""

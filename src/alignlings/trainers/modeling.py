@@ -226,16 +226,15 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
         next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
         eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
         tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
-        unfinished = torch.ones(B, dtype=torch.long, device=device)
+        unfinished = torch.ones(B, dtype=torch.bool, device=device)
         steps = 0
         for t in range(max_new_tokens):
             probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-            nxt = torch.multinomial(probs, num_samples=1).squeeze(1)
-            nxt = nxt * unfinished + pad_id * (1 - unfinished)
+            nxt = torch.multinomial(probs, num_samples=1).squeeze(1).masked_fill_(~unfinished, pad_id)
             tokens[:, t] = nxt
             steps = t + 1
             if eos.numel():
-                unfinished = unfinished * (~torch.isin(nxt, eos)).long()
+                unfinished &= ~torch.isin(nxt, eos)
                 if not unfinished.any():
                     break
             if t + 1 == max_new_tokens:
