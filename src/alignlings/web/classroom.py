@@ -31,9 +31,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from alignlings import i18n
 from alignlings.web.context import WebContext, lang_of, render_page
 from alignlings.web.guard import _headers, _is_https, _page, _send_error, _without_token
-from alignlings.web.i18n import ui
+from alignlings.web.i18n import resolve_lang, ui
 
 LEARNER_COOKIE = "alignlings_learner"
 TEACHER_COOKIE = "alignlings_teacher"
@@ -43,30 +44,7 @@ TEACHER = ("/teacher", "/api/teacher/")
 
 router = APIRouter()
 
-STRINGS = {
-    "en": {
-        "join_title": "Join the class", "name": "Your name", "code": "Class code", "join": "Join",
-        "join_intro": "Give your name and the class code your teacher shows. Your progress is yours: "
-                      "this browser keeps your key in a cookie, so use the same browser to come back.",
-        "teacher_title": "Class progress", "learners": "Learners", "exercise": "Exercise", "learner": "Learner",
-        "status": "Status", "attempts": "Attempts", "hints": "Hints", "seen": "Solution seen",
-        "misconceptions": "Misconceptions", "hit_by": "Learners", "blank": "Blank", "feedback": "What it means",
-        "csv": "CSV", "no_learners": "No learner has joined yet.", "no_misconceptions": "No misconception hit yet.",
-        "solved": "solved", "attempted": "attempted", "not_started": "not started", "yes": "yes", "no": "",
-        "class_code": "Class code", "you": "Signed in as",
-    },
-    "zh": {
-        "join_title": "加入课堂", "name": "你的名字", "code": "课堂码", "join": "加入",
-        "join_intro": "填写名字和老师给出的课堂码。进度只属于你自己：这个浏览器会在 cookie 里保存你的密钥，"
-                      "回来时请用同一个浏览器。",
-        "teacher_title": "课堂进度", "learners": "学员", "exercise": "练习", "learner": "学员",
-        "status": "状态", "attempts": "提交次数", "hints": "提示", "seen": "看过答案",
-        "misconceptions": "常见误区", "hit_by": "学员数", "blank": "空", "feedback": "说明",
-        "csv": "CSV", "no_learners": "还没有学员加入。", "no_misconceptions": "还没有人落入误区。",
-        "solved": "已完成", "attempted": "尝试中", "not_started": "未开始", "yes": "是", "no": "",
-        "class_code": "课堂码", "you": "当前学员",
-    },
-}
+STRINGS = i18n.lang_table("web.classroom")  # strings: locales/{en,zh}.toml [web.classroom]
 
 
 def new_class_code() -> str:
@@ -123,7 +101,7 @@ class ClassroomMiddleware:
                             "headers": [(b"location", b"/join"), (b"content-length", b"0"),
                                         (b"cache-control", b"no-store")]})
                 return await send({"type": "http.response.body", "body": b""})
-            return await _send_error(scope, send, 401, "join the class first: open /join")
+            return await _send_error(scope, send, 401, _scope_strings(scope)["join_first"])
         state = scope.setdefault("state", {})
         state["learner"] = learner
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
@@ -135,13 +113,13 @@ class ClassroomMiddleware:
         auth = headers.get("authorization", "")
         given = (query_token or (auth[7:].strip() if auth.lower().startswith("bearer ") else None)
                  or headers.get("x-alignlings-token") or _cookie(scope, TEACHER_COOKIE))
+        s = _scope_strings(scope)
         if not given:
-            return await _send_error(scope, send, 401, "the teacher token is required",
-                                     _page(401, "Teacher token required",
-                                           "Open the teacher URL printed by <code>alignlings serve --classroom</code>."))
+            return await _send_error(scope, send, 401, s["token_required_title"],
+                                     _page(401, s["token_required_title"], s["token_required_text"]))
         if not secrets.compare_digest(given.encode(), self.teacher_token.encode()):
-            return await _send_error(scope, send, 403, "wrong teacher token",
-                                     _page(403, "Wrong token", "This is not the teacher token."))
+            return await _send_error(scope, send, 403, s["wrong_token_title"],
+                                     _page(403, s["wrong_token_title"], s["wrong_token_text"]))
         scope.setdefault("state", {})["teacher"] = True
         if query_token and scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
             await send({"type": "http.response.start", "status": 307, "headers": [
@@ -161,6 +139,13 @@ def _query_token(scope) -> str | None:
 
 def _s(request: Request) -> dict[str, str]:
     return STRINGS.get(lang_of(request), STRINGS["en"])
+
+
+def _scope_strings(scope) -> dict[str, str]:
+    """The strings in the language of a request the middleware answers itself (``?lang=``, cookie)."""
+    if scope["type"] != "http":
+        return STRINGS["en"]
+    return STRINGS.get(resolve_lang(Request(scope)), STRINGS["en"])
 
 
 # -- joining -----------------------------------------------------------------------------------
@@ -183,7 +168,7 @@ def join(request: Request, body: JoinBody) -> Response:
     expected = request.app.state.class_code
     code = body.code.strip().upper()
     if not secrets.compare_digest(code.encode(), expected.encode()):
-        raise HTTPException(403, "code: wrong class code (ask your teacher)")
+        raise HTTPException(403, _s(request)["wrong_code"])
     store = request.app.state.ctx.store
     try:
         learner, token = store.add_learner(body.name)
@@ -236,13 +221,13 @@ def class_misconceptions(context: WebContext, lang: str = "en") -> list[dict]:
                         if isinstance(b.get("index"), int):
                             blanks[key] = b["index"]
     out = []
-    for (part, ex_id, mid), who in hits.items():
-        ex = by_key.get((part, ex_id))
+    for (pack_id, ex_id, mid), who in hits.items():
+        ex = by_key.get((pack_id, ex_id))
         if ex is None:  # an exercise no longer in the loaded packs
             continue
         m = next((m for m in ex.misconceptions if m.id == mid), None)
-        blank = blanks.get((part, ex_id, mid), m.blank if m else None)
-        out.append({"misconception": mid, "exercise": ex.key, "pack": part, "blank": blank,
+        blank = blanks.get((pack_id, ex_id, mid), m.blank if m else None)
+        out.append({"misconception": mid, "exercise": ex.key, "pack": pack_id, "blank": blank,
                     "learners": len(who), "feedback": (m.feedback.get(lang) or m.feedback.get("en", "")) if m else "",
                     "url": f"/exercises/{ex.key}" + (f"#blank-{blank}" if blank else "")})
     out.sort(key=lambda r: (-r["learners"], r["exercise"], r["blank"] or 0, r["misconception"]))
