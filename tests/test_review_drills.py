@@ -335,3 +335,29 @@ def test_web_import_takes_drill_answers_and_rebuilds_review_states(tmp_path, cou
     assert res.status_code == 200, res.text
     counts = res.json()["imported"]
     assert counts["quiz_answers"] == 2 and counts["review_states"] >= 3  # bug-or-not answers are quiz answers
+
+
+# -- a misconception's re-test alternates between two variants -------------------------------------------
+
+def test_misconception_retest_alternates_blank_and_fix(tmp_path, course, grader):
+    t = T0.isoformat()
+    hit = {"exercise": "dpo-loss", "passed": False, "cases": [], "blanks": [
+        {"index": 4, "passed": False, "misconception": "sum-not-mean", "fill": "-F.logsigmoid(margin).sum()"}]}
+    with ProgressStore(tmp_path / "a.sqlite3") as store:
+        store.import_({"format": "alignlings-progress", "version": 2, "attempts": [
+            {"uuid": _u(), "pack": "dpo-grpo", "exercise": "dpo-loss", "passed": False, "created_at": t, "code": "",
+             "verdict": hit, "source": "cli"}]})
+        clock = rv.FixedClock(T0 + timedelta(days=1))
+        review = rv.Review(store, course, clock)
+        item = review.find("misconception/dpo-loss/sum-not-mean")
+        first = rv.present(review, item, "en")
+        assert first["variant"] == "blank" and first["prefill"] == ""
+        review.answer(item, rv.GOOD)
+        second = rv.present(review, item, "zh")
+        fill = next(m.fill for m in course.get("dpo-loss").misconceptions if m.id == "sum-not-mean")
+        assert second["variant"] == "fix" and second["prefill"] == fill and second["blank"] == 4
+        kept = rv.check(review, item, second["prefill"], grader=grader)  # the mistake left in place
+        assert not kept["correct"] and kept["repeated"]
+        assert rv.check(review, item, "-F.logsigmoid(margin).mean()", grader=grader)["correct"]
+        review.answer(item, rv.GOOD)
+        assert rv.present(review, item)["variant"] == "blank"

@@ -157,9 +157,12 @@ def _ask_blank(out, shown: dict, lang: str) -> tuple[str, bool]:
     out.print(Syntax(shown["source"], "python", word_wrap=True, highlight_lines={shown["line"]}))
     if shown["todo"]:
         out.print(escape(m("todo", lang, n=shown["blank"], text=shown["todo"])))
+    if shown.get("variant") == "fix":  # the misconceived fill is in the blank: correct it
+        out.print(escape(m("fix_variant", lang, n=shown["blank"], fill=shown["prefill"])))
     hinted = False
     while True:
-        text = typer.prompt(m("fill", lang, n=shown["blank"]), default="", show_default=False).strip()
+        text = typer.prompt(m("fill", lang, n=shown["blank"]), default=shown.get("prefill") or "",
+                            show_default=False).strip()
         if text != "?":
             return text, hinted
         hinted = True

@@ -5,7 +5,10 @@ Review items come from the packs' data, so a new exercise brings its items with 
 - ``cloze/EXERCISE/LINE``: a line of a cloze snippet, its worthwhile tokens masked together (a
   "position family"); introduced by the cloze drill.
 - ``misconception/EXERCISE/ID``: a misconception the learner's fill once matched; the re-test is
-  the blank where they made it, every other blank filled with the reference.
+  the blank where they made it, every other blank filled with the reference, in two variants that
+  alternate from one review to the next (:func:`misconception_variant`): the empty blank, then the
+  blank pre-filled with the misconceived fill to correct ("fix"). Both are graded by the grader's
+  sandbox on the exercise's cases (the cases themselves are check.py's fixed ones).
 - ``exercise/EXERCISE``: a solved exercise; the re-test is its hardest blank for this learner (the
   one they failed most, then the one with the most known misconceptions).
 - ``quiz/QUESTION``: a quiz question once answered; a ``bug-or-not`` drill's two questions
@@ -597,6 +600,7 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
                        "hints": [p.token[0] for p in masked],  # the first character of each masked token
                        "rendered": cz.render(source, masked)}
     blank = item.blank or hardest_blank(ex, review.store.attempts(ex.id, pack=ex.pack))
+    variant = misconception_variant(review, item)
     blanks = bl.find_blanks(ex.solution_source)
     texts = ex.texts(lang)
     fills = {b.index: b.answer for b in blanks if b.index != blank}
@@ -604,9 +608,22 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
                                    comments=texts.comments if lang != "en" else None))
     hints = texts.blank_hints[blank - 1] if len(texts.blank_hints) >= blank else ()
     target = blanks[blank - 1]
-    return base | {"form": "blank", "blank": blank, "source": code, "line": target.line,
-                   "todo": texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
-                   "hint": hints[0] if hints else ""}
+    out = base | {"form": "blank", "blank": blank, "source": code, "line": target.line,
+                  "todo": texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
+                  "hint": hints[0] if hints else "", "variant": variant, "prefill": ""}
+    if variant == "fix":
+        out["prefill"] = next(m.fill for m in ex.misconceptions if m.id == item.misconception)
+    return out
+
+
+def misconception_variant(review: Review, item: Item) -> str:
+    """How a misconception's re-test is asked this time: "blank" (write the fill) on its 1st, 3rd,
+    ... review here, "fix" (the misconceived fill is shown in the blank; correct it) on the 2nd,
+    4th, ...; other items: "blank". Counted from the reviews made in review, not the history."""
+    if item.kind != "misconception":
+        return "blank"
+    done = sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
+    return "fix" if done % 2 else "blank"
 
 
 def _reject(value: Any, expected: str) -> ValueError:

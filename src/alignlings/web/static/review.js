@@ -121,7 +121,9 @@
       hintBtn.hidden = !it.hint;
     } else {
       if (it.todo) body.append(el("p", { class: "todo", text: `TODO ${it.blank}: ${it.todo}` }));
+      if (it.variant === "fix") body.append(el("p", { class: "fix-variant", text: fill(R.fix_variant, { n: it.blank }) }));
       const { pre, inputs } = codeView(it);
+      if (it.prefill && inputs[0]) inputs[0].value = it.prefill;
       body.append(pre);
       focus = inputs[0];
       hintBtn.hidden = !((it.form === "blank" && it.hint) || (it.form === "cloze" && it.hints && it.hints.length));
