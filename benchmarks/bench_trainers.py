@@ -141,10 +141,13 @@ def _measure(case: str, folder: Path, steps: int, warmup: int, threads: int) -> 
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error"}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
+    load_before = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
     if proc.returncode != 0:
         raise RuntimeError(f"{case} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # the machine's 1-minute load average around the run (on a shared machine it explains the spread)
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "load_before": load_before,
+            "load_after": os.getloadavg()[0]}
 
 
 def main() -> None:
@@ -171,7 +174,8 @@ def main() -> None:
             for case in cases:
                 runs[case].append(_measure(case, folder, a.steps, a.warmup, a.threads))
                 m = runs[case][-1]
-                print(f"  run {r + 1} {case:10s} {m['steps_per_s']:7.1f} steps/s  {m['peak_rss_mb']:6.0f} MB", flush=True)
+                print(f"  run {r + 1} {case:10s} {m['steps_per_s']:7.1f} steps/s  {m['peak_rss_mb']:6.0f} MB  "
+                      f"load {m['load_before']:.1f} -> {m['load_after']:.1f}", flush=True)
     median = {c: {k: statistics.median(m[k] for m in runs[c]) for k in ("steps_per_s", "peak_rss_mb", "import_s", "setup_s")}
               for c in cases}
 
@@ -186,8 +190,16 @@ def main() -> None:
                 f"{theirs['peak_rss_mb']:.0f} MB | {ours['peak_rss_mb'] / theirs['peak_rss_mb']:.2f}x |")
     table = "\n".join(lines)
     imports = ", ".join(f"{c} {median[c]['import_s']:.1f} s" for c in cases)
+    per_run = "; ".join(
+        f"{kind.upper()} " + ", ".join(f"{o['steps_per_s'] / t['steps_per_s']:.2f}x"
+                                       for o, t in zip(runs[f"ours-{kind}"], runs[f"trl-{kind}"]))
+        for kind in ("grpo", "dpo") if f"ours-{kind}" in runs and f"trl-{kind}" in runs)
+    loads = [v for c in cases for m in runs[c] for v in (m["load_before"], m["load_after"])]
+    load = f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores"
     print(table)
     print(f"import time (median): {imports}")
+    print(f"per-run speed ratios (run i of ours against run i of TRL): {per_run}")
+    print(f"1-minute load average before/after each run: {load}")
     RESULTS.mkdir(exist_ok=True)
     import torch
     import transformers
@@ -195,9 +207,11 @@ def main() -> None:
 
     meta = {"steps": a.steps, "warmup": a.warmup, "repeats": a.repeats, "torch": torch.__version__,
             "transformers": transformers.__version__, "trl": trl.__version__, "cpus": os.cpu_count(),
-            "threads": a.threads or "torch default"}
+            "threads": a.threads or "torch default", "load_average": load}
     (RESULTS / "bench_trainers.json").write_text(json.dumps({"meta": meta, "median": median, "runs": runs}, indent=2))
-    (RESULTS / "bench_trainers.md").write_text(table + f"\n\nimport time (median): {imports}\n\n{json.dumps(meta)}\n")
+    (RESULTS / "bench_trainers.md").write_text(
+        table + f"\n\nimport time (median): {imports}\n\nper-run speed ratios: {per_run}\n\n"
+        f"1-minute load average before/after each run: {load}\n\n{json.dumps(meta)}\n")
 
 
 if __name__ == "__main__":

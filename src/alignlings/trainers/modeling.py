@@ -119,7 +119,8 @@ def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, temperature: float 
     logp = torch.log_softmax(z, dim=-1)
     entropy = -(logp.exp() * logp).sum(-1)  # [B, K-1]
     m = mask.to(entropy.dtype)
-    return (entropy * m).sum().item(), m.sum().item()
+    total, count = torch.stack([(entropy * m).sum(), m.sum()]).tolist()  # one read-back
+    return total, count
 
 
 def eos_token_ids(tokenizer, model: torch.nn.Module | None = None) -> list[int]:
