@@ -241,7 +241,7 @@ def test_the_grader_still_passes_right_answers(grader):
 WHY = {  # what each forgery must run into (so that it fails for the right reason, not by accident)
     "read solution.py": "no solution found",
     "import the library's dpo_loss": "No module named 'alignlings.losses'",
-    "forge the result pipe": "did not have the exercise's form",
+    "forge the result pipe": ("did not have the exercise's form", "result could not be read"),
     "read the expected cache": "no cache visible",
     "scan memory for the reference": "reference not in memory",
 }
@@ -253,7 +253,8 @@ def test_forgery_fails(grader, name):
     assert verdict["passed"] is False, (name, verdict["cases"], verdict["error"])
     if name in WHY:
         said = (verdict["error"] or {}).get("message", "") + " ".join(c["message"] for c in verdict["cases"])
-        assert WHY[name] in said, said
+        reasons = WHY[name] if isinstance(WHY[name], tuple) else (WHY[name],)
+        assert any(r in said for r in reasons), said
     # and the forged attempt never reaches a verdict of all-passed cases
     assert not (verdict["cases"] and all(c["passed"] for c in verdict["cases"]))
 

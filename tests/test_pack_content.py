@@ -27,7 +27,7 @@ from alignlings.practice.grader import Grader  # noqa: E402
 from alignlings.practice.pack import LANGS, builtin_pack_path, load_pack  # noqa: E402
 
 PACK_DIR = builtin_pack_path()
-PACK = load_pack()
+PACK = load_pack("dpo-grpo")  # the fill-in pack; the drills are proven in tests/test_bugdrill.py
 CODE = [ex.id for ex in PACK.code_exercises()]
 MISCONCEPTIONS = [(ex.id, m.id) for ex in PACK.code_exercises() for m in ex.misconceptions]
 TRAINS = {"toy-grpo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)

@@ -30,7 +30,7 @@ PACK_PATH = os.environ.get("ALIGNLINGS_WEB_TEST_PACK")  # default: the built-in 
 PACK = load_pack(PACK_PATH)
 DPO_FILLS = [b.answer for b in bl.find_blanks(PACK.get("dpo-loss").solution_source)]
 CODE_IDS = [ex.id for ex in PACK if ex.is_code]
-QUIZ = [ex for ex in PACK if ex.kind == "quiz"]
+QUIZ = [ex for ex in PACK if ex.is_quiz]  # the concept quiz and the bug-or-not drills
 CLOZE_IDS = [ex.id for ex in PACK if ex.cloze]
 PAGES = ["/", "/quiz", "/cloze", "/toy-grpo", "/progress",
          *[f"/exercises/{ex.id}" for ex in PACK], *[f"/cloze/{i}" for i in CLOZE_IDS]]

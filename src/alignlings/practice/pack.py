@@ -385,19 +385,23 @@ BUILTIN_PACK_ID = "dpo-grpo"
 PackPaths = str | Path | Pack | list | tuple | None
 
 
+DEFAULT_COURSE = ("dpo-grpo", "bug-drills")
+"""What ``load_pack()`` loads with no path: the built-in fill-in pack, then the spot-the-bug drills."""
+
+
 def load_pack(path: PackPaths = None) -> Pack:
     """Load a pack folder, or several as one course.
 
     ``path``: a folder, the name of a built-in pack (``"dpo-grpo"``), a list of them (a course, in
-    that order), or None for the built-in pack. A pack's ``include`` list in pack.toml comes before
+    that order), or None for the built-in course (``DEFAULT_COURSE``). A pack's ``include`` list in pack.toml comes before
     it; each folder is loaded once. Paths are made absolute here, so whatever later reads the
     exercises (the grader's sandbox, which runs in its own folder) sees absolute paths.
     """
     if isinstance(path, Pack):
         return path
     specs = list(path) if isinstance(path, (list, tuple)) else [path]
-    if not specs:
-        specs = [None]
+    if not specs or specs == [None]:
+        specs = list(DEFAULT_COURSE)
     loaded: dict[Path, Pack] = {}
     for spec in specs:
         _expand(spec, Path.cwd(), loaded, ())
