@@ -369,3 +369,31 @@ def test_collation_pads_right_and_marks_completions_only():
     seqs = [torch.tensor([5, 6, 8]), torch.tensor([9, 10]), torch.tensor([7, 11, 12, 13])]
     again = collate_sequences(seqs, [2, 0, 1], pad_id=0)
     assert all(torch.equal(again[k], batch[k]) for k in batch)
+
+
+@pytest.mark.parametrize("dtype,temperature", [(torch.float32, 1.0), (torch.float32, 0.7), (torch.bfloat16, 1.0)])
+def test_completion_logprobs_equal_the_shifted_sequence_logprobs(tok, dtype, temperature):
+    # completion_logprobs shifts the labels itself (one log-softmax block instead of a loop over rows);
+    # values, sums and gradients must stay exactly those of sequence_logprobs(shift=True)
+    from alignlings.logprobs import sequence_logprobs
+    from alignlings.trainers.modeling import completion_logprobs, lm_logits
+
+    model = toy.make_model(tok, n_layer=1, n_embd=16, n_head=2).to(dtype)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, len(tok), (5, 9), generator=g)
+    attention = torch.ones_like(ids)
+    completion = (torch.rand(5, 9, generator=g) > 0.4).long()
+    grads = []
+    for ours in (True, False):
+        model.zero_grad()
+        if ours:
+            result, _ = completion_logprobs(model, ids, attention, completion, temperature=temperature)
+        else:
+            result = sequence_logprobs(lm_logits(model, ids, attention), ids, mask=completion, shift=True,
+                                       temperature=temperature)
+        (result.sum * torch.arange(1.0, 6.0)).sum().backward()
+        grads.append((result.per_token.detach(), result.sum.detach(), result.mask,
+                      [p.grad.clone() for p in model.parameters()]))
+    (pt, s, m, gr), (pt2, s2, m2, gr2) = grads
+    assert pt.shape == (5, 8) and torch.equal(pt, pt2) and torch.equal(s, s2) and torch.equal(m, m2)
+    assert all(torch.equal(a, b) for a, b in zip(gr, gr2))

@@ -104,9 +104,16 @@ def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attenti
     """
     logits = lm_logits(model, input_ids, attention_mask, logits_to_keep)  # [B, T or C+1, V]
     K = logits.shape[1]
-    result = sequence_logprobs(
-        logits, input_ids[:, -K:], mask=completion_mask[:, -K:], shift=True, temperature=temperature
-    )
+    # The causal shift done here, not by ``shift=True``: position t scores token t + 1, and the last
+    # position scores nothing (mask 0). Then labels and logits have the same K positions, so the
+    # log-softmax runs over the [B*K, V] logits as one block instead of row by row (a loop of B
+    # small kernels in forward and in backward: about 1 ms of a 10 ms DPO step on the benchmark's
+    # model). Same values, gradients and sums as ``shift=True``.
+    labels = input_ids[:, -K:].roll(-1, dims=1)
+    mask = torch.cat([completion_mask[:, -K + 1:], torch.zeros_like(completion_mask[:, :1])], dim=1)
+    full = sequence_logprobs(logits, labels, mask=mask, temperature=temperature)  # [B, K], last is 0
+    per_token = full.per_token[:, :-1]
+    result = SequenceLogProbs(per_token=per_token, sum=per_token.sum(-1), mask=full.mask[:, :-1])
     return result, logits
 
 
