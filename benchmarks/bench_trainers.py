@@ -2,6 +2,7 @@
 
     python benchmarks/bench_trainers.py                 # all four, side by side, 3 repeats each
     python benchmarks/bench_trainers.py --repeats 1 --steps 40
+    python benchmarks/bench_trainers.py --profile ours-dpo   # one case in this process, cProfile'd
 
 Same model, data and settings for both libraries: a tiny random GPT-2 (2 layers, 64 wide) over the
 toy character vocabulary, saved to a temporary folder and loaded from there by both (TRL reloads its
@@ -61,8 +62,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _run_case(case: str, folder: Path, steps: int, warmup: int, threads: int) -> dict:
-    """One measurement in this (fresh) process."""
+def _run_case(case: str, folder: Path, steps: int, warmup: int, threads: int, profile: bool = False) -> dict:
+    """One measurement in this (fresh) process; with ``profile``, training runs under cProfile and the
+    30 costliest calls (cumulative time) are printed to stderr."""
     t0 = time.perf_counter()
     import torch
 
@@ -107,7 +109,7 @@ def _run_case(case: str, folder: Path, steps: int, warmup: int, threads: int) ->
             trainer = DPOTrainer(model=model, args=cfg, train_dataset=datasets.Dataset.from_list(data),
                                  processing_class=tok, callbacks=[Stamp()])
         setup_s = time.perf_counter() - t0 - import_s
-        trainer.train()
+        _train(trainer, profile)
     else:
         ours_common = dict(common, save_steps=0, disable_tqdm=True, save_final_model=False, use_cpu=True)
         if kind == "grpo":
@@ -129,7 +131,7 @@ def _run_case(case: str, folder: Path, steps: int, warmup: int, threads: int) ->
 
         trainer.training_step = stamped
         setup_s = time.perf_counter() - t0 - import_s
-        trainer.train()
+        _train(trainer, profile)
 
     measured = stamps[warmup:]
     steps_per_s = (len(measured) - 1) / (measured[-1][0] - measured[0][0])
@@ -138,6 +140,18 @@ def _run_case(case: str, folder: Path, steps: int, warmup: int, threads: int) ->
     cpu_steps_per_s = (len(measured) - 1) / (measured[-1][1] - measured[0][1])
     return {"case": case, "steps_per_s": steps_per_s, "cpu_steps_per_s": cpu_steps_per_s, "peak_rss_mb": _peak_rss_mb(), "import_s": import_s,
             "setup_s": setup_s, "steps": len(stamps), "threads": torch.get_num_threads()}
+
+
+def _train(trainer, profile: bool) -> None:
+    if not profile:
+        trainer.train()
+        return
+    import cProfile
+    import pstats
+
+    with cProfile.Profile() as prof:
+        trainer.train()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
 
 
 def _measure(case: str, folder: Path, steps: int, warmup: int, threads: int) -> dict:
@@ -163,6 +177,8 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for both libraries (default 1, fastest for this model; 0 = torch's default)")
+    parser.add_argument("--profile", metavar="CASE", help="run one case in this process under cProfile "
+                        "(where the time goes; the rate it prints is slowed by the profiler)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     a = parser.parse_args()
@@ -170,6 +186,11 @@ def main() -> None:
         print(json.dumps(_run_case(a.one, Path(a.folder), a.steps, a.warmup, a.threads)))
         return
 
+    if a.profile:
+        with tempfile.TemporaryDirectory() as tmp:
+            _prepare(Path(tmp))
+            print(json.dumps(_run_case(a.profile, Path(tmp), a.steps, a.warmup, a.threads, profile=True)))
+        return
     cases = [c for c in a.cases.split(",") if c]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
