@@ -8,7 +8,7 @@ the shared machinery is in small modules beside them:
     configs.py      the config dataclasses (TRL's field names) and TOML / ``key=value`` loading
     base.py         the step loop: accumulation, clipping, AdamW, schedule, data order
     data.py         TRL's dataset formats, tokenization, completion masks, left/right padding
-    modeling.py     forward passes, completion log-probs, sampling with ``generate``
+    modeling.py     forward passes, completion log-probs, sampling (KV-cache loop or ``generate``)
     checkpoint.py   seeding and bit-for-bit resumable checkpoints
     distributed.py  torchrun / DDP (gloo on CPU, nccl on GPU)
     metrics.py      metrics.jsonl, the progress bar, PNG curves

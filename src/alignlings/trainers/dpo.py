@@ -69,8 +69,11 @@ class DPOTrainer(BaseTrainer):
                 "completion token (TRL drops such rows too)"
             )
         # each row's prompt+chosen and prompt+rejected ids as tensors, made once: collation only pads
-        self.sequences = [(torch.tensor(r["prompt_chosen"] + r["chosen"]), torch.tensor(r["prompt_rejected"] + r["rejected"]))
-                          for r in self.rows]
+        self.sequences = [
+            (torch.tensor(r["prompt_chosen"] + r["chosen"], dtype=torch.long),
+             torch.tensor(r["prompt_rejected"] + r["rejected"], dtype=torch.long))
+            for r in self.rows
+        ]
 
         # The reference: frozen, in eval mode, on this process's device (not DDP-wrapped); with PEFT
         # and no ref_model, the policy's own base network with the adapters disabled.
