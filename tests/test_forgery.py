@@ -241,7 +241,8 @@ def test_the_grader_still_passes_right_answers(grader):
 WHY = {  # what each forgery must run into (so that it fails for the right reason, not by accident)
     "read solution.py": "no solution found",
     "import the library's dpo_loss": "No module named 'alignlings.losses'",
-    "forge the result pipe": ("did not have the exercise's form", "result could not be read"),
+    "forge the result pipe": ("did not have the exercise's form", "result could not be read",
+                              "before the job function returned"),
     "read the expected cache": "no cache visible",
     "scan memory for the reference": "reference not in memory",
 }
