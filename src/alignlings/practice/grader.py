@@ -189,12 +189,15 @@ class Grader:
         if warm:
             self._warm = self._fork_server(list(self.pack))
 
-    def _fork_server(self, exercises: list[Exercise]):
+    def _fork_server(self, exercises: list[Exercise], *, warm_up: bool = True):
         from alignlings.practice.sandbox import WarmSandbox
 
         # exercise.toml may name heavy modules its checks import (e.g. transformers): the fork
-        # server imports them once instead of every job
-        preload = ["torch", "alignlings.practice.casejob", "alignlings.practice.casejob:warm_up"]
+        # server imports them once instead of every job. warm_up (first autograd pass, Adam) costs
+        # ~1 s once and saves each later job its share: worth it for a long-lived server only.
+        preload = ["torch", "alignlings.practice.casejob"]
+        if warm_up:
+            preload.append("alignlings.practice.casejob:warm_up")
         for ex in exercises:
             preload += [m for m in ex.meta.get("preload", []) if m not in preload]
         return WarmSandbox(preload=preload, isolation=self.isolation)
@@ -352,7 +355,7 @@ class Grader:
                 getattr(self._session_state, "server", None) is not None:
             yield
             return
-        server = self._fork_server([exercise])
+        server = self._fork_server([exercise], warm_up=False)
         self._session_state.server = server
         try:
             yield
