@@ -22,11 +22,11 @@ app.add_typer(train_app, name="train")
 COMMANDS: list[tuple[typer.Typer, str | None, str]] = [
     # (group, name (None: the function's), "module:function" in alignlings.cli); in `--help` order
     (app, None, "check:check"),
-    (app, None, "cloze_cmd:cloze"),
+    (app, None, "cloze:cloze"),
     (app, None, "export:export"),
     (app, None, "hint:hint"),
-    (app, "list", "list_cmd:list_exercises"),
-    (app, None, "progress_cmd:progress"),
+    (app, "list", "list:list_exercises"),
+    (app, None, "progress:progress"),
     (app, None, "quiz:quiz"),
     (app, None, "reset:reset"),
     (app, None, "review:review"),

@@ -57,8 +57,9 @@ def _is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def _load_model(spec: str, seed: int):
-    """(tokenizer, causal LM) from a local folder, or the toy task's warmed-up tiny GPT-2.
+def _load_model(spec: str):
+    """(tokenizer, causal LM) from a local folder, or the toy task's warmed-up tiny GPT-2 (always the
+    same starting model, warmed with seed 0; ``--seed`` seeds the training run, not this model).
 
     Raises ``typer.BadParameter`` naming ``--model`` when the folder is missing, has no readable
     ``config.json``, or holds a model that is not a causal LM (e.g. an encoder or a classifier)."""
@@ -131,7 +132,7 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
     if not model_spec or not dataset_spec:
         raise typer.BadParameter("a model and a dataset are needed: set them in --config or with --model/--dataset")
 
-    tokenizer, model = _load_model(model_spec, args.seed)
+    tokenizer, model = _load_model(model_spec)
     toy_eval = model_spec == TOY
     heldout = addition_rows(0)[1] if toy_eval else None
     before = accuracy(model, tokenizer, heldout) if toy_eval else None

@@ -22,7 +22,7 @@ def progress(
     from rich.markup import escape
     from rich.table import Table
 
-    from alignlings.cli.list_cmd import requires_text
+    from alignlings.cli.list import requires_text
 
     lang = resolve_lang(lang)
     s, out = store(), console()
