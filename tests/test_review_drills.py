@@ -335,6 +335,7 @@ def test_web_import_takes_drill_answers_and_rebuilds_review_states(tmp_path, cou
     assert res.status_code == 200, res.text
     counts = res.json()["imported"]
     assert counts["quiz_answers"] == 2 and counts["review_states"] >= 3  # bug-or-not answers are quiz answers
+    assert counts["review_states"] >= len(a_states) >= 3  # every drill state of the export came back
 
 
 # -- a misconception's re-test alternates between two variants -------------------------------------------
