@@ -275,3 +275,36 @@ def test_a_warm_job_does_not_see_an_earlier_reference_in_memory(grader):
     assert not verdict["passed"]
     messages = " ".join(c["message"] for c in verdict["cases"])
     assert "reference not in memory" in messages or verdict["error"], messages
+
+
+def test_another_alignlings_on_the_import_path_is_hidden_too(tmp_path_factory):
+    """An older install or a checkout on PYTHONPATH holds the solutions too: the job sees an empty
+    folder there (only the job tree's minimal alignlings is importable), on both paths."""
+    import tempfile
+    from pathlib import Path
+
+    from alignlings.practice.sandbox import WarmSandbox, run_job
+
+    top = Path(tempfile.mkdtemp(dir="/var/tmp"))  # not under /tmp: each job gets a fresh /tmp
+    try:
+        solution = top / "checkout" / "alignlings" / "packs" / "dpo-grpo" / "dpo-loss" / "solution.py"
+        solution.parent.mkdir(parents=True)
+        solution.write_text("ANSWER = 42\n")
+        (top / "targets").mkdir()
+        (top / "targets" / "peek.py").write_text(
+            "import os\n\ndef peek(payload):\n    p = payload['path']\n"
+            "    return {'exists': os.path.exists(p), 'listing': os.listdir(payload['package'])}\n")
+        for p in (top, top / "checkout", top / "targets"):
+            p.chmod(0o755)
+        extra = [str(top / "targets"), str(top / "checkout")]
+        payload = {"package": str(top / "checkout" / "alignlings")}
+        cold = run_job("peek:peek", {**payload, "path": str(solution)}, extra_pythonpath=extra, isolation="namespaces")
+        with WarmSandbox(preload=[], isolation="namespaces", extra_pythonpath=extra) as sandbox:
+            warm = sandbox.run("peek:peek", {**payload, "path": str(solution)})
+        for result in (cold, warm):
+            assert result.ok, result
+            assert result.value == {"exists": False, "listing": []}, result.value
+    finally:
+        import shutil
+
+        shutil.rmtree(top, ignore_errors=True)

@@ -50,7 +50,7 @@ def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str],
             cmd += ["--perms", "0755", "--dir", path]
     for path in binds:
         cmd += ["--ro-bind", path, path]
-    for path in _masks(binds):
+    for path in _masks(binds, python_path):
         cmd += ["--tmpfs", path, "--remount-ro", path]
     for link, target in links:
         cmd += ["--symlink", target, link]

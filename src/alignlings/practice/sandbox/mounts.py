@@ -70,6 +70,9 @@ def job_tree() -> str:
     Built once per content (a hash in its name) under the user's cache directory, world-readable
     (jobs run as a uid of their own), never under /tmp (each job gets a fresh /tmp)."""
     global _job_tree_path
+    running = sys.modules.get("alignlings")
+    if getattr(running, "_REAL_PACKAGE", None):  # this process (a fork server, a job) runs from a tree
+        return str(Path(running.__file__).resolve().parents[1])
     with _job_tree_lock:
         if _job_tree_path is not None and os.path.isdir(_job_tree_path):
             return _job_tree_path
@@ -120,11 +123,17 @@ def _python_path(extra: Sequence[str] = ()) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _masks(binds: Sequence[str]) -> list[str]:
-    """Directories hidden under an empty read-only tmpfs: the real alignlings package, wherever an
-    import path bound for the job (site-packages, for a non-editable install) would show it."""
-    pkg = os.path.realpath(_package_dir())
-    return [pkg] if _under(pkg, binds) else []
+def _masks(binds: Sequence[str], python_path: Sequence[str]) -> list[str]:
+    """Directories hidden under an empty read-only tmpfs: the real alignlings package, and any other
+    ``alignlings`` folder on the job's import path (an older install in site-packages, a checkout on
+    PYTHONPATH), wherever a bound directory would show it. Only the job tree's copy stays visible."""
+    tree = os.path.realpath(job_tree())
+    found = [os.path.realpath(_package_dir())]
+    for entry in python_path:
+        candidate = os.path.realpath(os.path.join(entry, "alignlings"))
+        if os.path.isdir(candidate) and not _under(candidate, [tree]):
+            found.append(candidate)
+    return [p for p in dict.fromkeys(found) if _under(p, binds)]
 
 
 def _job_env(workdir: str, python_path: Sequence[str]) -> dict[str, str]:
@@ -205,7 +214,8 @@ def _features(namespaces: bool, probe: dict, processes: int) -> list[str]:
     return feats
 
 
-def _populate_root(root: str, binds: Sequence[str], links: Sequence[tuple[str, str]]) -> None:
+def _populate_root(root: str, binds: Sequence[str], links: Sequence[tuple[str, str]],
+                   python_path: Sequence[str]) -> None:
     """Fill the tmpfs at `root` with what a job sees: the visible paths bound (read-only once
     sealed), a few device nodes, and mount points for /tmp, /proc and /dev/shm."""
     os.makedirs(root + "/tmp", exist_ok=True)
@@ -213,7 +223,7 @@ def _populate_root(root: str, binds: Sequence[str], links: Sequence[tuple[str, s
     for path in binds:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, MS_BIND | MS_REC)
-    for path in _masks(binds):
+    for path in _masks(binds, python_path):
         _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "mode=0755,size=4k")
     os.makedirs(root + "/dev/shm")
     for name in _DEVICES:
@@ -270,7 +280,7 @@ def _make_template(python_path: Sequence[str], mount_point: str) -> dict[str, An
             _unshare(CLONE_NEWNS)
             _mount(None, "/", None, MS_REC | MS_PRIVATE)
             _mount("tmpfs", mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
-            _populate_root(mount_point, binds, links)
+            _populate_root(mount_point, binds, links, python_path)
             os.chdir(mount_point)
             _pivot_root_here()
             _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # for _seal_root to read
@@ -328,7 +338,7 @@ def _enter_namespaces(req: dict) -> None:
     os.makedirs(root + "/tmp")
     # this /tmp before the binds (an import path may live under /tmp); the job's, sealed writable
     _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={limits.file_size_bytes}")
-    _populate_root(root, binds, links)
+    _populate_root(root, binds, links, req["python_path"])
     os.makedirs(root + work, exist_ok=True)
     _mount("tmpfs", root + work, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={limits.disk_bytes}")
     os.chdir(root)
