@@ -53,8 +53,12 @@ def load_module(code: str, name: str = "exercise", *, main: bool = False) -> typ
     return module
 
 
-def load_cases(check_source: str) -> list:
-    """The exercise's cases, from check.py's source (the pack folder itself is not visible here)."""
+def load_cases(check_source: str, variant: int = 0) -> list:
+    """The exercise's cases, from check.py's source (the pack folder itself is not visible here),
+    drawing the inputs of ``variant`` (see ``checks.fresh``)."""
+    from alignlings.practice import checks
+
+    checks.VARIANT = int(variant)
     module = types.ModuleType("_alignlings_check")
     module.__file__ = "check.py"
     exec(compile(check_source, "check.py", "exec"), module.__dict__)  # noqa: S102 - pack code
@@ -96,7 +100,7 @@ def _select(cases: list, names: list[str] | None) -> list:
 def run_cases(payload: dict) -> dict:
     """payload: ``check`` (check.py source), ``code`` (the module), ``cases`` (names to run, or None
     for all), ``run_main`` (also run the file as __main__ and capture what it prints)."""
-    cases = _select(load_cases(payload["check"]), payload.get("cases"))
+    cases = _select(load_cases(payload["check"], payload.get("variant", 0)), payload.get("cases"))
     out = _evaluate(cases, payload["code"])
     out["stdout"] = None
     if payload.get("run_main") and out["load_error"] is None:
@@ -116,7 +120,7 @@ def run_cases(payload: dict) -> dict:
 def run_trusted(payload: dict) -> dict:
     """payload: ``check``, ``variants`` {key: code} (the reference and the misconception splices),
     ``cases`` {key: names or None}. Returns the cases' metadata and each variant's values."""
-    cases = load_cases(payload["check"])
+    cases = load_cases(payload["check"], payload.get("variant", 0))
     names = payload.get("cases") or {}
     return {"meta": [case_meta(c) for c in cases],
             "variants": {key: _evaluate(_select(cases, names.get(key)), code)
@@ -125,7 +129,7 @@ def run_trusted(payload: dict) -> dict:
 
 def judge_predicates(payload: dict) -> dict:
     """payload: ``check``, ``values`` {case name: encoded value}. Returns {name: [passed, detail]}."""
-    by_name = {c.name: c for c in load_cases(payload["check"])}
+    by_name = {c.name: c for c in load_cases(payload["check"], payload.get("variant", 0))}
     out: dict[str, Any] = {}
     for name, data in payload["values"].items():
         case = by_name.get(name)

@@ -13,6 +13,17 @@ from typing import Any
 
 KINDS = ("visible", "hidden", "edge")
 
+VARIANT = 0
+"""Which draw of random inputs the cases make: 0 for the exercise's own cases; another number when a
+review re-tests a misconception on fresh inputs. The grading job sets it before ``cases()`` runs,
+for the learner's run and the reference's alike, so both always see the same draw."""
+
+
+def fresh(seed: int) -> int:
+    """The seed a randomised case should use: ``seed`` itself for the exercise's own cases, another
+    (still deterministic) one for a review's fresh inputs. Spec data (visible cases) stays as it is."""
+    return seed if VARIANT == 0 else seed + 7919 * VARIANT
+
 
 @dataclass
 class Case:

@@ -182,7 +182,7 @@ class Grader:
         self._cache = cache
         self._warm = None
         self._lock = threading.Lock()
-        self._trusted: dict[str, tuple[str, TrustedRun]] = {}
+        self._trusted: dict[tuple[str, int], tuple[str, TrustedRun]] = {}  # (id, variant) -> (key, run)
         self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
                                         thread_name_prefix="alignlings-grade")
         self._session_state = _SessionState()
@@ -247,13 +247,13 @@ class Grader:
             h.update(b"\0" + json.dumps(trusted_variants(exercise), sort_keys=True).encode())
         return h.hexdigest()[:24]
 
-    def trusted(self, exercise: Exercise) -> TrustedRun:
+    def trusted(self, exercise: Exercise, variant: int = 0) -> TrustedRun:
         """The reference's values and the misconceptions' behaviour (pack code only), computed once
         per exercise and pack version in a sandboxed job, cached in memory and on disk."""
         check = self._check_source(exercise)
-        key = self._fingerprint(exercise, check)
+        key = self._fingerprint(exercise, check) + (f"-v{variant}" if variant else "")
         with self._lock:
-            hit = self._trusted.get(exercise.id)
+            hit = self._trusted.get((exercise.id, variant))
             if hit and hit[0] == key:
                 return hit[1]
         raw = self._read_cache(exercise, key)
@@ -266,8 +266,8 @@ class Grader:
                 from alignlings.practice.bugdrill import trusted_variants
 
                 variants.update(trusted_variants(exercise))
-            result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}}, exercise,
-                               trusted=True)
+            result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
+                               exercise, trusted=True)
             if not result.ok:
                 raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
                                    f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
@@ -277,7 +277,7 @@ class Grader:
         else:
             run = self._parse_trusted(exercise, raw)
         with self._lock:
-            self._trusted[exercise.id] = (key, run)
+            self._trusted[(exercise.id, variant)] = (key, run)
         return run
 
     def _parse_trusted(self, exercise: Exercise, raw: dict) -> TrustedRun:
@@ -335,16 +335,20 @@ class Grader:
 
     # -- grading ----------------------------------------------------------------------------
     def check(self, exercise_id: str, code: str | None = None, *, fills: list[str] | None = None,
-              lang: str = "en", run_main: bool = True, quick: bool = False) -> Verdict:
+              lang: str = "en", run_main: bool = True, quick: bool = False, variant: int = 0) -> Verdict:
         """Grade a whole file (``code``) or one fill per blank (``fills``). ``quick=True`` leaves out
         the whole-file-only cases (``scope="full"``, e.g. a training run): the verdict then covers
-        the per-blank cases alone, for fast feedback while typing and for proving misconceptions."""
+        the per-blank cases alone, for fast feedback while typing and for proving misconceptions.
+        ``variant`` > 0 draws fresh random inputs (``checks.fresh``) for the learner, the splices and
+        the reference alike: a review's re-test on inputs the learner has not seen."""
+        if not isinstance(variant, int) or variant < 0:
+            raise ValueError(f"variant: expected an int >= 0, got {variant!r}")
         exercise = self.pack.get(exercise_id)
         if not exercise.is_code:
             raise PackError(f"exercise: {exercise_id!r} is a {exercise.kind}; answer it with `alignlings quiz`")
         sub = self.submission(exercise, code, fills)
         with self._session(exercise):
-            return self._check(exercise, sub, lang, run_main, quick)
+            return self._check(exercise, sub, lang, run_main, quick, variant)
 
     @contextlib.contextmanager
     def _session(self, exercise: Exercise):
@@ -364,7 +368,7 @@ class Grader:
             server.close()
 
     def _check(self, exercise: Exercise, sub: Submission, lang: str, run_main: bool,
-               quick: bool = False) -> Verdict:
+               quick: bool = False, variant: int = 0) -> Verdict:
         source, blanks = exercise.solution_source, self.blanks(exercise)
         started = time.perf_counter()
         check = self._check_source(exercise)
@@ -377,18 +381,20 @@ class Grader:
                 skipped[b.index] = True  # textually the reference: no need to run it alone
             else:
                 splices[b.index] = bl.splice(source, blanks, b.index, fill)
-        trusted = self.trusted(exercise)
+        trusted = self.trusted(exercise, variant)
         blank_names = [m["name"] for m in trusted.blank_cases()]
         names = blank_names if quick else trusted.names
         learner_future = self._pool.submit(self._run, RUN_CASES, {"check": check, "code": sub.code, "cases": names,
-                                                                  "run_main": run_main}, exercise)
+                                                                  "run_main": run_main, "variant": variant},
+                                           exercise)
         splice_futures = {i: self._pool.submit(self._run, RUN_CASES, {"check": check, "code": code,
-                                                                       "cases": blank_names, "run_main": False},
+                                                                       "cases": blank_names, "run_main": False,
+                                                                       "variant": variant},
                                                exercise)
                           for i, code in splices.items()}
         learner = learner_future.result()
-        verdict = self._judge_learner(exercise, trusted, learner, check, lang, names)
-        blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i)
+        verdict = self._judge_learner(exercise, trusted, learner, check, lang, names, variant)
+        blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant)
                           for i, f in splice_futures.items()}
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
         if exercise.is_bug:  # which lines changed, what still fails, the wrong fix it matches, the story
@@ -399,7 +405,7 @@ class Grader:
         return verdict
 
     def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str,
-                       names: list[str]) -> dict:
+                       names: list[str], variant: int = 0) -> dict:
         verdict: dict[str, Any] = {"exercise": exercise.id, "passed": False, "blanks": [], "cases": [],
                                    "error": None, "isolation": result.isolation, "stdout": result.stdout or ""}
         if not result.ok:
@@ -418,7 +424,7 @@ class Grader:
         if problem:
             verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
             return verdict
-        judged = self._predicates(exercise, check, trusted, value["cases"], got, names)
+        judged = self._predicates(exercise, check, trusted, value["cases"], got, names, variant)
         for m in (m for m in trusted.meta if m["name"] in got):
             r = self._case_result(m, got[m["name"]], trusted.expected[m["name"]], judged.get(m["name"]))
             verdict["cases"].append({"name": m["name"], "label": m.get("label") or {}, "kind": m["kind"],
@@ -427,14 +433,15 @@ class Grader:
         return verdict
 
     def _predicates(self, exercise: Exercise, check: str, trusted: TrustedRun, raw: dict,
-                    got: dict[str, CaseResult], names: list[str]) -> dict[str, list]:
+                    got: dict[str, CaseResult], names: list[str], variant: int = 0) -> dict[str, list]:
         """The ``expect`` predicates of these cases, judged in a trusted job on the reported values
         (the plain wire form, re-decoded there): {name: [passed, detail]}."""
         meta = {m["name"]: m for m in trusted.meta}
         values = {n: raw[n]["value"] for n in names if meta[n]["predicate"] and got[n].error is None}
         if not values:
             return {}
-        pr = self._run(JUDGE_PREDICATES, {"check": check, "values": values}, exercise, trusted=True)
+        pr = self._run(JUDGE_PREDICATES, {"check": check, "values": values, "variant": variant}, exercise,
+                       trusted=True)
         if pr.ok and isinstance(pr.value, dict):
             return pr.value
         return {n: [False, f"the check could not judge this value: {pr.error_message}"] for n in values}
@@ -453,7 +460,7 @@ class Grader:
         return result | {"passed": diff is None, "diff": diff}
 
     def _judge_splice(self, exercise: Exercise, trusted: TrustedRun, result, names: list[str],
-                      blank: int) -> dict:
+                      blank: int, variant: int = 0) -> dict:
         """One blank's verdict from its splice's values: passed, or the first failing case and the
         misconception (of this blank) whose known behaviour it matches."""
         verdict: dict[str, Any] = {"passed": False, "load_error": None, "misconception": None,
@@ -471,7 +478,8 @@ class Grader:
             verdict["error"] = "forbidden"
             return verdict
         meta = {m["name"]: m for m in trusted.meta}
-        judged = self._predicates(exercise, self._check_source(exercise), trusted, value["cases"], got, names)
+        judged = self._predicates(exercise, self._check_source(exercise), trusted, value["cases"], got, names,
+                                  variant)
         for name in names:
             r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name))
             if not r["passed"]:

@@ -616,6 +616,15 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
     return out
 
 
+def fresh_inputs(review: Review, item: Item) -> int:
+    """Which draw of random inputs a re-test uses (``Grader.check(variant=...)``): a misconception's
+    re-test gets new inputs at every review (1, 2, ...), so it is not passed by remembering the
+    last run; other items are graded on the exercise's own cases (0)."""
+    if item.kind != "misconception":
+        return 0
+    return 1 + sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
+
+
 def misconception_variant(review: Review, item: Item) -> str:
     """How a misconception's re-test is asked this time: "blank" (write the fill) on its 1st, 3rd,
     ... review here, "fix" (the misconceived fill is shown in the blank; correct it) on the 2nd,
@@ -673,7 +682,8 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     blank = shown["blank"]
     blanks = bl.find_blanks(ex.solution_source)
     fills = [answer if b.index == blank else b.answer for b in blanks]
-    verdict = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False)
+    verdict = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False,
+                           variant=fresh_inputs(review, item))
     entry = next((b for b in verdict.get("blanks", []) if b.get("index") == blank), {})
     correct = entry.get("passed") is True
     feedback = entry.get("message") or ""

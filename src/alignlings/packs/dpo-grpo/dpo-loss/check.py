@@ -1,6 +1,6 @@
 """Cases for the dpo-loss exercise: the spec's batch, random batches and betas, an underflow edge case."""
 
-from alignlings.practice.checks import Case
+from alignlings.practice.checks import Case, fresh
 
 
 def cases():
@@ -17,7 +17,7 @@ def cases():
 
     def random_batch(seed, batch, beta):
         def run(m):
-            g = torch.Generator().manual_seed(seed)
+            g = torch.Generator().manual_seed(fresh(seed))
             logps = [-(torch.rand(batch, generator=g) * 40 + 1) for _ in range(4)]
             return m.dpo_loss(*logps, beta=beta)
         return run

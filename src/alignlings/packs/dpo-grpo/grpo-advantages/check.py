@@ -1,6 +1,6 @@
 """Cases for the grpo-advantages exercise: the spec's four groups, list input, random groups, eps."""
 
-from alignlings.practice.checks import Case
+from alignlings.practice.checks import Case, fresh
 
 
 def cases():
@@ -22,7 +22,7 @@ def cases():
 
     def random_group(seed, size, binary):
         def run(m):
-            g = torch.Generator().manual_seed(seed)
+            g = torch.Generator().manual_seed(fresh(seed))
             rewards = torch.rand(size, generator=g)
             if binary:
                 rewards = (rewards < 0.3).float()

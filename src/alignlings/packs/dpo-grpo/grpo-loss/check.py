@@ -1,6 +1,6 @@
 """Cases for the grpo-loss exercise: the spec's data, gradients, other shapes, log-probs near -200."""
 
-from alignlings.practice.checks import Case
+from alignlings.practice.checks import Case, fresh
 
 
 def cases():
@@ -33,7 +33,7 @@ def cases():
         return pi.grad
 
     def random_inputs(seed, G, T, spread):
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(fresh(seed))
         base = -(torch.rand(G, T, generator=g) * 4 + 0.1)  # log-probs in (-4.1, -0.1)
         pi = base + torch.randn(G, T, generator=g) * spread
         old = base + torch.randn(G, T, generator=g) * spread
