@@ -524,10 +524,16 @@ def _sequence_logprobs(
             per_token = torch.zeros(B, T_out, dtype=out_dtype, device=source.device).index_put((keep,), logps_kept)
     else:
         rows = chunk_size or max(1, _LOGITS_CHUNK_ELEMENTS // max(V, 1))
+        index = safe_labels.long().unsqueeze(-1)  # [B, T', 1]
+        padded = shift and source.is_contiguous()
+        if padded:
+            # one run of B*T rows instead of a loop over sequences: the last position scores a dummy
+            # token 0 and is dropped (its output gets no gradient, so it adds none to the logits)
+            index = torch.cat([index, index.new_zeros(B, 1, 1)], dim=1)  # [B, T, 1]
         # the full [B, T, V] logits go in; T' < T only skips their last position (see _LogSoftmaxGather)
-        logps = _LogSoftmaxGather.apply(
-            source, safe_labels.long().unsqueeze(-1), float(temperature), rows, out_dtype, False
-        ).squeeze(-1)  # [B, T']
+        logps = _LogSoftmaxGather.apply(source, index, float(temperature), rows, out_dtype, False).squeeze(-1)
+        if padded:
+            logps = logps[:, :-1]  # [B, T']
         # where, not a product: a masked row's log-prob may be -inf and -inf * 0 is nan
         per_token = torch.where(keep, logps, torch.zeros((), dtype=logps.dtype, device=logps.device))
     keep_f = keep.to(per_token.dtype)
