@@ -56,6 +56,11 @@ pg_setup() {
   port=$(pg_lsclusters -h | awk -v v="$major" '$1 == v && $2 == "main" {print $3}')
   local db="alignlings_test_$$" password
   password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  # what an interrupted earlier run left behind: its databases first, then the role that owns them
+  local old
+  for old in $(runuser -u postgres -- psql -Atq -c "SELECT datname FROM pg_database WHERE datname LIKE 'alignlings_test_%'" 2>/dev/null); do
+    runuser -u postgres -- dropdb --if-exists "$old" >/dev/null 2>&1 || true
+  done
   runuser -u postgres -- psql -q -c "DROP ROLE IF EXISTS alignlings_test" >/dev/null 2>&1 || true
   runuser -u postgres -- psql -q -c "CREATE ROLE alignlings_test LOGIN PASSWORD '$password'" >/dev/null || return 0
   runuser -u postgres -- createdb -O alignlings_test "$db" || return 0

@@ -127,7 +127,8 @@ def retake(request: Request, body: RetakeBody) -> dict:
 @router.get("/quiz", include_in_schema=False)
 def quiz_page(request: Request, only: str | None = None):
     lang = lang_of(request)
-    exercises = [ex for ex in quiz_exercises(request) if only is None or ex.key == only]
+    # the Quiz page is the concept quiz; a bug-or-not drill opens on its own (?only=KEY, from its page)
+    exercises = [ex for ex in quiz_exercises(request) if (ex.key == only if only else ex.kind == "quiz")]
     questions = [public_question(ex, q, lang) for ex in exercises for q in ex.quiz]
     title = exercises[0].title.get(lang, exercises[0].id) if len(exercises) == 1 else ui(lang)["nav_quiz"]
     answered, rounds = {}, []

@@ -93,6 +93,8 @@ def markdown(text: str) -> str:
     # a wide table scrolls in its own box (focusable, for the keyboard), not the page
     rendered = rendered.replace("<table>", '<div class="table-scroll" tabindex="0"><table>').replace(
         "</table>", "</table></div>")
+    # so does a code block (a bug-or-not drill's code on a phone)
+    rendered = rendered.replace("<pre>", '<pre tabindex="0">')
     rendered = re.sub(r"<p>MATHPLACEHOLDER(\d+)X</p>", put_back, rendered)
     return re.sub(r"MATHPLACEHOLDER(\d+)X", put_back, rendered)
 
