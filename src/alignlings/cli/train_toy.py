@@ -86,6 +86,19 @@ def toy_grpo(
 
 
 def _run(seed: int, iterations: int, plot: Optional[Path], json_output: bool) -> None:
+    def train(callback):
+        from alignlings.toy_grpo import ToyGRPOConfig, run_toy_grpo
+
+        return run_toy_grpo(ToyGRPOConfig(seed=seed, iterations=iterations), callback=callback)
+
+    run_with_progress("toy GRPO", iterations, "iterations", seed, plot, json_output, train, _save_plot,
+                      loss_format="+.3f")
+
+
+def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Optional[Path], json_output: bool,
+                      train, save_plot, *, loss_format: str = ".3f") -> None:
+    """What the toy commands share: the slow import announced, a progress bar redrawn from the
+    training callback ``train(callback(step, p_target, loss))``, the plot, then JSON or one line."""
     import json
 
     from rich.console import Console
@@ -95,36 +108,33 @@ def _run(seed: int, iterations: int, plot: Optional[Path], json_output: bool) ->
     err.print("loading torch and transformers ...", style="dim")
     import transformers.models.gpt2.modeling_gpt2  # noqa: F401  (the slow import, before the bar starts)
 
-    from alignlings.toy_grpo import ToyGRPOConfig, run_toy_grpo
-
-    config = ToyGRPOConfig(seed=seed, iterations=iterations)
     progress = Progress(
-        TextColumn("toy GRPO"),
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("P(a) = {task.fields[p]:.3f}  loss = {task.fields[loss]:+.3f}"),
+        TextColumn("P(a) = {task.fields[p]:.3f}  loss = {task.fields[loss]:" + loss_format + "}"),
         TimeElapsedColumn(),
         console=err,
         transient=json_output,
-        # Redrawn from the callback, 40 times a run: rich's default refresh thread wakes 10 times a
+        # Redrawn from the callback, once a step: rich's default refresh thread wakes 10 times a
         # second and, on a loaded machine, its GIL hand-offs slowed training by about 20%.
         auto_refresh=False,
     )
     with progress:
-        task = progress.add_task("train", total=iterations, p=float("nan"), loss=float("nan"))
+        task = progress.add_task("train", total=total, p=float("nan"), loss=float("nan"))
 
-        def on_iteration(iteration: int, p_target: float, loss: float) -> None:
-            progress.update(task, completed=iteration, p=p_target, loss=loss, refresh=True)
+        def on_step(step: int, p_target: float, loss: float) -> None:
+            progress.update(task, completed=step, p=p_target, loss=loss, refresh=True)
 
-        result = run_toy_grpo(config, callback=on_iteration)
+        result = train(on_step)
 
     if plot is not None:
-        _save_plot(result, plot)
+        save_plot(result, plot)
     if json_output:
         typer.echo(json.dumps(result.to_dict()))
         return
     typer.echo(
-        f"P(a): {result.p_target_initial:.3f} -> {result.p_target_final:.3f} after {result.iterations} iterations "
+        f"P(a): {result.p_target_initial:.3f} -> {result.p_target_final:.3f} after {len(result.loss)} {unit} "
         f"({result.train_seconds:.2f} s of training, seed {seed})"
     )
     if plot is not None:

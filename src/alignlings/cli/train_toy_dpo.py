@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from alignlings.cli.train_toy import _gc_paused
+from alignlings.cli.train_toy import _gc_paused, run_with_progress
 
 
 def _check_steps(value: int) -> int:
@@ -67,44 +67,9 @@ def toy_dpo(
 
 
 def _run(seed: int, steps: int, plot: Optional[Path], json_output: bool) -> None:
-    import json
+    def train(callback):
+        from alignlings.toy_dpo import ToyDPOConfig, run_toy_dpo
 
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        return run_toy_dpo(ToyDPOConfig(seed=seed, steps=steps), callback=callback)
 
-    err = Console(stderr=True)
-    err.print("loading torch and transformers ...", style="dim")
-    import transformers.models.gpt2.modeling_gpt2  # noqa: F401  (the slow import, before the bar starts)
-
-    from alignlings.toy_dpo import ToyDPOConfig, run_toy_dpo
-
-    config = ToyDPOConfig(seed=seed, steps=steps)
-    progress = Progress(
-        TextColumn("toy DPO"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("P(a) = {task.fields[p]:.3f}  loss = {task.fields[loss]:.3f}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=json_output,
-        auto_refresh=False,  # redrawn from the callback (see train_toy.py)
-    )
-    with progress:
-        task = progress.add_task("train", total=steps, p=float("nan"), loss=float("nan"))
-
-        def on_step(step: int, p_target: float, loss: float) -> None:
-            progress.update(task, completed=step, p=p_target, loss=loss, refresh=True)
-
-        result = run_toy_dpo(config, callback=on_step)
-
-    if plot is not None:
-        _save_plot(result, plot)
-    if json_output:
-        typer.echo(json.dumps(result.to_dict()))
-        return
-    typer.echo(
-        f"P(a): {result.p_target_initial:.3f} -> {result.p_target_final:.3f} after {result.steps} steps "
-        f"({result.train_seconds:.2f} s of training, seed {seed})"
-    )
-    if plot is not None:
-        typer.echo(f"plot: {plot}")
+    run_with_progress("toy DPO", steps, "steps", seed, plot, json_output, train, _save_plot)
