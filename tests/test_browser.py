@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,6 +23,8 @@ if not os.path.exists(CHROMIUM):
 sync_api = pytest.importorskip("playwright.sync_api")
 httpx = pytest.importorskip("httpx")
 
+from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
+
 from alignlings.practice import blanks as bl  # noqa: E402
 from alignlings.practice import cloze as cz  # noqa: E402
 from alignlings.practice.pack import load_pack  # noqa: E402
@@ -36,48 +35,15 @@ PACK_PATH = os.environ.get("ALIGNLINGS_WEB_TEST_PACK")  # default: the built-in 
 PACK = load_pack(PACK_PATH)
 DPO = PACK.get("dpo-loss")
 DPO_FILLS = [b.answer for b in bl.find_blanks(DPO.solution_source)]
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--disable-dev-shm-usage"]
+ARGS = CHROMIUM_ARGS
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`alignlings serve --port 0 --no-browser` in a subprocess; yields its base URL."""
-    home = tmp_path_factory.mktemp("alignlings-home")
-    env = {**os.environ, "ALIGNLINGS_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-c", "from alignlings.cli.app import main; main()", "serve", "--port", "0", "--no-browser"]
-    if PACK_PATH:
-        cmd += ["--pack", PACK_PATH]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    found = threading.Event()
-
-    def read():
-        for line in proc.stdout:
-            lines.append(line)
-            if "serving at" in line:
-                found.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not found.wait(60):
-            pytest.fail("the server did not start:\n" + "".join(lines))
-        url = re.search(r"(http://\S+)", next(line for line in lines if "serving at" in line)).group(1).rstrip("/")
-        deadline = time.time() + 120
-        while time.time() < deadline:  # up, and the warm grader ready (it starts in the background)
-            try:
-                if httpx.get(f"{url}/api/health", timeout=2).json()["grader"] == "ready":
-                    break
-            except (httpx.HTTPError, ValueError):
-                pass
-            time.sleep(0.3)
+    with served(["--pack", PACK_PATH] if PACK_PATH else [], tmp_path_factory.mktemp("alignlings-home"),
+                start_s=60, ready_s=120) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
