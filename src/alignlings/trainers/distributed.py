@@ -9,6 +9,7 @@ processes during backward) and give each process its own slice of every global b
 
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 
@@ -40,7 +41,15 @@ def setup_distributed(use_cpu: bool = False) -> DistInfo:
         torch.cuda.set_device(device)
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if cuda else "gloo")
+        # Tear the group down before the interpreter does: a process group left to C++ static
+        # destructors at exit can abort ("terminate called without an active exception").
+        atexit.register(_destroy_process_group)
     return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=device)
+
+
+def _destroy_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def wrap_model(model: torch.nn.Module, info: DistInfo, *, find_unused_parameters: bool = False) -> torch.nn.Module:
