@@ -206,7 +206,7 @@ def _cache_forward(model, input_ids, attention_mask, positions, past):
 
 def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
                       max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-                      eos_ids: list[int] | tuple[int, ...] = (), pad_id: int = 0) -> torch.Tensor:
+                      eos_ids: list[int] | tuple[int, ...] = (), pad_id: int = 0, lean: bool = True) -> torch.Tensor:
     """Completion ids [B, C] sampled from left-padded prompts [B, P]: a lean ``generate``.
 
     One prefill forward over the prompts fills the model's KV cache; then each step feeds only the B
@@ -219,8 +219,14 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
     (logits in float32, one multinomial draw per step over [B, V]), up to matmul reorderings where a
     backend computes the cached and uncached attention differently.
 
+    ``lean``: for GPT-2 and Llama-layout models, run the steps through ``decode.LeanDecoder`` (the
+    model's own modules, a preallocated KV cache, no per-call mask building or output objects);
+    other models, or ``lean=False``, call the model's ``forward`` with its cache.
+
     Runs in eval mode under inference mode; the result is copied out of inference mode.
     """
+    from alignlings.trainers.decode import lean_decoder
+
     model = unwrap(model)
     was_training = model.training
     model.eval()
@@ -230,7 +236,11 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
         mask = torch.ones(B, P + max_new_tokens, dtype=torch.long, device=device)  # grown by slicing
         mask[:, :P] = prompt_mask
         positions = position_ids(mask[:, :P])
-        logits, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
+        decoder = lean_decoder(model, mask) if lean else None
+        if decoder is not None:
+            logits, past = decoder.forward(prompt_ids, positions), None
+        else:
+            logits, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
         next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
         eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
         tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
@@ -247,7 +257,10 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
                     break
             if t + 1 == max_new_tokens:
                 break
-            logits, past = _cache_forward(model, nxt[:, None], mask[:, :P + t + 1], next_pos, past)
+            if decoder is not None:
+                logits = decoder.forward(nxt[:, None], next_pos)
+            else:
+                logits, past = _cache_forward(model, nxt[:, None], mask[:, :P + t + 1], next_pos, past)
             next_pos = next_pos + 1
     model.train(was_training)
     return tokens[:, :steps].clone()

@@ -1,0 +1,133 @@
+"""The lean decoder (``trainers/decode.py``) against the model's own ``forward``.
+
+Prefill plus token steps through ``LeanDecoder`` must give the logits a full forward over the same
+left-padded sequence gives at each new position (GPT-2, Llama with grouped-query attention, Qwen2
+with its q/k/v biases, a LoRA-adapted Llama); models and settings it does not cover get no decoder,
+and sampling still works through ``forward``. Same-tokens-as-``generate`` draws are in
+``test_trainers_sampler.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from alignlings.trainers.data import left_pad_prompts  # noqa: E402
+from alignlings.trainers.decode import GPT2Decoder, LlamaDecoder, lean_decoder  # noqa: E402
+from alignlings.trainers.modeling import position_ids, sample_with_cache  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+V, PAD, EOS = 48, 0, 1
+PROMPTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14]]
+NEW = 5
+
+
+def gpt2(**kw):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4,
+                                      eos_token_id=EOS, pad_token_id=PAD, **kw)).eval()
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=EOS)).eval()
+
+
+def qwen2(**kw):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                         pad_token_id=PAD, eos_token_id=EOS, bos_token_id=EOS, **kw)).eval()
+    with torch.no_grad():  # random, non-zero q/k/v biases (they start at zero)
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+    return model
+
+
+def lora_llama():
+    peft = pytest.importorskip("peft")
+    model = peft.get_peft_model(llama(), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():  # LoRA's B starts at zero: give the adapters an effect
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    return model.eval()
+
+
+def _forward_logits(model, ids, mask):
+    """[B, T, V] logits of the model's own forward with the sampler's positions."""
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits.float()
+
+
+@pytest.mark.parametrize("make, kind", [(gpt2, GPT2Decoder), (llama, LlamaDecoder), (qwen2, LlamaDecoder),
+                                        (lora_llama, LlamaDecoder)], ids=["gpt2", "llama", "qwen2", "lora-llama"])
+def test_prefill_and_steps_give_forwards_logits(make, kind):
+    model = make()
+    ids, mask = left_pad_prompts(PROMPTS, PAD)
+    B, P = ids.shape
+    torch.manual_seed(1)
+    new = torch.randint(2, V, (B, NEW))  # the tokens fed one by one after the prompt
+    full_ids = torch.cat([ids, new], dim=1)
+    full_mask = torch.cat([mask, torch.ones_like(new)], dim=1)
+    expected = _forward_logits(model, full_ids, full_mask)  # [B, P + NEW, V]
+    positions = position_ids(full_mask)
+    with torch.inference_mode():
+        decoder = lean_decoder(model, full_mask)
+        assert isinstance(decoder, kind)
+        got = [decoder.forward(ids, positions[:, :P])]
+        for t in range(NEW - 1):
+            got.append(decoder.forward(new[:, t: t + 1], positions[:, P + t: P + t + 1]))
+    for t, logits in enumerate(got):
+        torch.testing.assert_close(logits, expected[:, P - 1 + t], atol=2e-5, rtol=1e-5, msg=f"position {t}")
+
+
+def test_unsupported_models_and_settings_get_no_decoder_and_still_sample():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    neox = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                            num_attention_heads=4, max_position_embeddings=64)).eval()
+    ids, mask = left_pad_prompts(PROMPTS, PAD)
+    key_mask = torch.ones(ids.shape[0], ids.shape[1] + 3, dtype=torch.long)
+    unsupported = [neox, gpt2(reorder_and_upcast_attn=True),
+                   qwen2(use_sliding_window=True, sliding_window=4, max_window_layers=0)]
+    for model in unsupported:
+        assert lean_decoder(model, key_mask) is None, type(model).__name__
+        out = sample_with_cache(model, ids, mask, max_new_tokens=3, eos_ids=[EOS], pad_id=PAD)
+        assert out.shape[0] == ids.shape[0] and 1 <= out.shape[1] <= 3
+    assert lean_decoder(gpt2().train(), key_mask) is None  # only in eval mode (no dropout)
+
+
+def test_lean_and_forward_paths_draw_the_same_tokens():
+    for make in (gpt2, llama, qwen2):
+        model = make()
+        ids, mask = left_pad_prompts(PROMPTS * 2, PAD)
+        draws = []
+        for lean in (True, False):
+            torch.manual_seed(7)
+            draws.append(sample_with_cache(model, ids, mask, max_new_tokens=8, temperature=0.8, top_p=0.9,
+                                           eos_ids=[EOS], pad_id=PAD, lean=lean))
+        assert torch.equal(draws[0], draws[1]), make.__name__
+
+
+def test_forward_hooks_still_run():
+    model = gpt2()
+    calls = []
+    handle = model.transformer.h[0].mlp.c_fc.register_forward_hook(lambda m, i, o: calls.append(o.shape))
+    ids, mask = left_pad_prompts(PROMPTS, PAD)
+    sample_with_cache(model, ids, mask, max_new_tokens=3, pad_id=PAD)
+    handle.remove()
+    assert len(calls) == 3  # the prefill and two token steps
