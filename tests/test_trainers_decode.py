@@ -3,7 +3,9 @@
 Prefill plus token steps through ``LeanDecoder`` must give the logits a full forward over the same
 left-padded sequence gives at each new position (GPT-2, Llama with grouped-query attention, Qwen2
 with its q/k/v biases, a LoRA-adapted Llama); models and settings it does not cover get no decoder,
-and sampling still works through ``forward``. Same-tokens-as-``generate`` draws are in
+and sampling still works through ``forward``. One pass for scoring without gradient (``lean_logits``:
+a DPO reference, GRPO's reference and old log-probs) matches ``forward`` on right-padded rows.
+Same-tokens-as-``generate`` draws are in
 ``test_trainers_sampler.py``.
 """
 
@@ -87,9 +89,9 @@ def test_prefill_and_steps_give_forwards_logits(make, kind):
     with torch.inference_mode():
         decoder = lean_decoder(model, full_mask)
         assert isinstance(decoder, kind)
-        got = [decoder.forward(ids, positions[:, :P])]
+        got = [decoder.forward(ids, positions[:, :P])[:, -1]]
         for t in range(NEW - 1):
-            got.append(decoder.forward(new[:, t: t + 1], positions[:, P + t: P + t + 1]))
+            got.append(decoder.forward(new[:, t: t + 1], positions[:, P + t: P + t + 1])[:, -1])
     for t, logits in enumerate(got):
         torch.testing.assert_close(logits, expected[:, P - 1 + t], atol=2e-5, rtol=1e-5, msg=f"position {t}")
 
@@ -131,3 +133,83 @@ def test_forward_hooks_still_run():
     sample_with_cache(model, ids, mask, max_new_tokens=3, pad_id=PAD)
     handle.remove()
     assert len(calls) == 3  # the prefill and two token steps
+
+
+@pytest.mark.parametrize("make", [gpt2, llama, qwen2], ids=["gpt2", "llama", "qwen2"])
+@pytest.mark.parametrize("keep", [0, 3])
+def test_one_pass_scoring_gives_forwards_logits_on_right_padded_rows(make, keep):
+    from alignlings.trainers.decode import lean_logits
+    from alignlings.trainers.modeling import lm_logits
+
+    model = make()
+    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11], [11, 12, 13, 14], [14, 15]]
+    T = max(map(len, rows))
+    ids = torch.tensor([r + [PAD] * (T - len(r)) for r in rows])  # right-padded, as DPO's batches
+    mask = (torch.arange(T)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()
+    expected = _forward_logits(model, ids, mask)[:, -keep:] if keep else _forward_logits(model, ids, mask)
+    with torch.inference_mode():
+        got = lean_logits(model, ids, mask, logits_to_keep=keep)
+        via = lm_logits(model, ids, mask, logits_to_keep=keep, lean=True)
+    real = mask[:, -keep:].bool() if keep else mask.bool()  # padded positions' logits are never read
+    torch.testing.assert_close(got[real].float(), expected[real], atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(via, got)
+
+
+def test_dpo_reference_scores_the_same_through_either_path(tmp_path):
+    from alignlings.trainers import DPOConfig, DPOTrainer, toy
+
+    tok = toy.make_tokenizer()
+    pairs = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 1)} for a, b in
+             [(1, 2), (10, 5), (7, 7), (99, 1)]]
+    args = DPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1, disable_tqdm=True,
+                     save_steps=0, save_final_model=False)
+    trainer = DPOTrainer(toy.make_model(tok, n_layer=2, n_embd=32, n_head=2), args=args, train_dataset=pairs,
+                         processing_class=tok)
+    batch = trainer.collate([0, 1, 2, 3])
+    with torch.inference_mode():
+        lean_sum, _, _ = trainer.sequence_logps(trainer.ref_model, batch, lean=True)
+        plain_sum, _, _ = trainer.sequence_logps(trainer.ref_model, batch, lean=False)
+    torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [gpt2, llama, lora_llama], ids=["gpt2", "llama", "lora-llama"])
+def test_a_training_pass_gives_forwards_gradients(make):
+    """With dropout off (the trainers' ``disable_dropout``) and in training mode, one lean pass gives
+    the loss and the gradients of every trainable parameter that ``forward`` gives (Llama's padding
+    row of the embedding gets none in either)."""
+    from alignlings.trainers.decode import lean_logits
+    from alignlings.trainers.modeling import disable_dropout
+
+    model = make()
+    disable_dropout(model)
+    model.train()
+    rows = [[5, 6, 7, 8, 9, PAD], [9, 10, 11, PAD, PAD, PAD], [PAD, 11, 12, 13, 14, 15]]
+    ids = torch.tensor(rows)
+    mask = (ids != PAD).long()
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = []
+    for lean in (True, False):
+        model.zero_grad()
+        if lean:
+            logits = lean_logits(model, ids, mask)
+            assert logits is not None
+        else:
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits
+        loss = (logits.float().log_softmax(-1)[..., 3] * mask).sum()
+        loss.backward()
+        grads.append([p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=3e-5, rtol=1e-4)
+    assert any(g.abs().sum() > 0 for g in grads[0])
+
+
+def test_active_dropout_or_checkpointing_uses_forward():
+    model = gpt2()  # dropout 0.1
+    mask = torch.ones(2, 4, dtype=torch.long)
+    assert lean_decoder(model.train(), mask) is None
+    from alignlings.trainers.modeling import disable_dropout
+
+    disable_dropout(model)
+    assert lean_decoder(model, mask) is not None
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert lean_decoder(model, mask) is None

@@ -16,7 +16,8 @@ Supported: GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout 
 ``Qwen2ForCausalLM`` without sliding-window layers: rotary positions from the model's own
 ``rotary_emb``, grouped-query attention). ``lean_decoder`` returns None for any other model or
 setting, and the sampler then calls the model's ``forward`` with its cache (the general path).
-The logits equal ``forward``'s up to float rounding (the same kernels on the same numbers, with the
+``lean_logits`` runs one such pass over whole sequences, for scoring without gradient (a DPO
+reference model, GRPO's reference and old log-probs). The logits equal ``forward``'s up to float rounding (the same kernels on the same numbers, with the
 mask in a different form); ``tests/test_trainers_sampler.py`` checks that seeded draws give the very
 tokens ``generate`` gives.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.nn.modules import module as module_mod
 
 
 def _direct(module: torch.nn.Module):
@@ -33,8 +35,6 @@ def _direct(module: torch.nn.Module):
     Calling a module costs a few microseconds of dispatch (hooks, ``__call__``, ``forward``); a
     GPT-2 token step makes a dozen such calls per layer. A layer with hooks, or of any other class
     (a peft LoRA layer, a quantised linear), is called as the module, so what it adds still runs."""
-    from torch.nn.modules import module as module_mod
-
     if (module._forward_hooks or module._forward_pre_hooks or module_mod._global_forward_hooks
             or module_mod._global_forward_pre_hooks):
         return module
@@ -48,9 +48,9 @@ def _direct(module: torch.nn.Module):
     if kind.__name__ == "Conv1D" and kind.__module__.startswith("transformers."):  # GPT-2's x @ W + b
         w, b, nf = module.weight, module.bias, module.nf
         return lambda x: torch.addmm(b, x.reshape(-1, x.shape[-1]), w).view(*x.shape[:-1], nf)
-    if kind is torch.nn.Embedding and module.max_norm is None:
-        w = module.weight
-        return lambda x: F.embedding(x, w)
+    if kind is torch.nn.Embedding and module.max_norm is None and not module.sparse and not module.scale_grad_by_freq:
+        w, pad = module.weight, module.padding_idx  # padding_idx: that row gets no gradient
+        return lambda x: F.embedding(x, w, pad)
     return module
 
 
@@ -67,16 +67,19 @@ class LeanDecoder:
     """
 
     def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor, n_kv_heads: int, head_dim: int,
-                 n_layers: int) -> None:
+                 n_layers: int, cache: bool = True) -> None:
         self.model = model
         B, L = key_mask.shape
         self.key_mask = key_mask.bool()
         self.length = 0  # keys written so far
-        p = next(model.parameters())
-        dtype = torch.get_autocast_dtype(p.device.type) if torch.is_autocast_enabled(p.device.type) else p.dtype
-        shape = (B, n_kv_heads, L, head_dim)
-        self.keys = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
-        self.values = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
+        self.cache = cache  # False: one pass over whole sequences, keys and values used as computed
+        if cache:
+            p = next(model.parameters())
+            autocast = torch.is_autocast_enabled(p.device.type)
+            dtype = torch.get_autocast_dtype(p.device.type) if autocast else p.dtype
+            shape = (B, n_kv_heads, L, head_dim)
+            self.keys = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
+            self.values = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
 
     def attention_mask(self, T: int) -> torch.Tensor:
         """[B, 1, T, L] boolean: query t sees key s when s <= its own index and s is a real token.
@@ -96,24 +99,31 @@ class LeanDecoder:
                scale: float) -> torch.Tensor:
         """q [B, H, T, D], new k and v [B, H_kv, T, D] -> attention output [B, T, H * D]."""
         start, T = self.length, q.shape[2]
-        self.keys[layer][:, :, start: start + T] = k
-        self.values[layer][:, :, start: start + T] = v
-        keys = self.keys[layer][:, :, : start + T]
-        values = self.values[layer][:, :, : start + T]
+        if self.cache:
+            self.keys[layer][:, :, start: start + T] = k
+            self.values[layer][:, :, start: start + T] = v
+            keys = self.keys[layer][:, :, : start + T]
+            values = self.values[layer][:, :, : start + T]
+        else:
+            keys, values = k, v
         gqa = q.shape[1] != keys.shape[1]
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=gqa)
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """input_ids, positions [B, T] -> float32 logits of the last position [B, V]."""
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """input_ids, positions [B, T] -> logits of the last ``keep`` positions (0: all) [B, K, V]."""
         raise NotImplementedError
+
+    @staticmethod
+    def _kept(h: torch.Tensor, keep: int) -> torch.Tensor:
+        return h[:, -keep:] if keep else h
 
 
 class GPT2Decoder(LeanDecoder):
-    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor) -> None:
+    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = True) -> None:
         cfg = model.config
-        super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer)
+        super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer, cache)
         tr = model.transformer
         self.wte, self.wpe, self.ln_f = _direct(tr.wte), _direct(tr.wpe), _direct(tr.ln_f)
         self.lm_head = _direct(model.lm_head)
@@ -132,7 +142,7 @@ class GPT2Decoder(LeanDecoder):
                 "ln_2": _direct(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
                 "scaling": attn.scaling}
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
         B, T = input_ids.shape
         mask = self.attention_mask(T)
         h = self.wte(input_ids) + self.wpe(positions)  # [B, T, E]
@@ -143,15 +153,15 @@ class GPT2Decoder(LeanDecoder):
             h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"]))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
-        h = self.ln_f(h[:, -1:])  # [B, 1, E]
-        return self.lm_head(h)[:, -1].float()
+        logits = self.lm_head(self.ln_f(self._kept(h, keep)))  # [B, K, V]
+        return logits
 
 
 class LlamaDecoder(LeanDecoder):
-    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor) -> None:
+    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = True) -> None:
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        super().__init__(model, key_mask, cfg.num_key_value_heads, head_dim, cfg.num_hidden_layers)
+        super().__init__(model, key_mask, cfg.num_key_value_heads, head_dim, cfg.num_hidden_layers, cache)
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
         self.rotary = apply_rotary_pos_emb
@@ -160,7 +170,7 @@ class LlamaDecoder(LeanDecoder):
         self.projections = [tuple(_direct(getattr(layer.self_attn, n)) for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
                             for layer in model.model.layers]
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
         inner = self.model.model
         B, T = input_ids.shape
         mask = self.attention_mask(T)
@@ -176,25 +186,55 @@ class LlamaDecoder(LeanDecoder):
             h = h + o_proj(self.attend(i, q, k, v, mask, layer.self_attn.scaling))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         self.length += T
-        h = inner.norm(h[:, -1:])
-        return self.lm_head(h)[:, -1].float()
+        logits = self.lm_head(inner.norm(self._kept(h, keep)))  # [B, K, V]
+        return logits
 
 
-def lean_decoder(model: torch.nn.Module, key_mask: torch.Tensor) -> LeanDecoder | None:
-    """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do."""
+def _stochastic_or_checkpointed(model: torch.nn.Module) -> bool:
+    """True when a training-mode forward of ``model`` would differ from ours: an active dropout, or
+    activation checkpointing (which lives in transformers' layer wrappers)."""
+    if getattr(model, "training", False) and getattr(model.config, "attention_dropout", 0.0):
+        return True  # Llama's attention dropout is a float in the config, not a module
+    for m in model.modules():
+        state = m.__dict__  # plain attribute reads: nn.Module.__getattr__ on a missing name is slow
+        if state.get("gradient_checkpointing") or (state["training"] and isinstance(m, torch.nn.Dropout) and m.p > 0):
+            return True
+    return False
+
+
+def lean_decoder(model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = True) -> LeanDecoder | None:
+    """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do.
+
+    A model in training mode qualifies only when no dropout is active (the trainers' default
+    ``disable_dropout=True`` sets every dropout to 0) and activation checkpointing is off."""
     base = _base(model)
     cfg = getattr(base, "config", None)
     name = type(base).__name__
-    if cfg is None or getattr(base, "training", False) or getattr(cfg, "is_encoder_decoder", False):
+    if cfg is None or getattr(cfg, "is_encoder_decoder", False) or _stochastic_or_checkpointed(base):
         return None
     if name == "GPT2LMHeadModel":
         if cfg.add_cross_attention or cfg.reorder_and_upcast_attn:
             return None
-        return GPT2Decoder(base, key_mask)
+        return GPT2Decoder(base, key_mask, cache)
     if name in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
         if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
             return None
         if getattr(cfg, "pretraining_tp", 1) not in (None, 1):
             return None
-        return LlamaDecoder(base, key_mask)
+        return LlamaDecoder(base, key_mask, cache)
     return None
+
+
+def lean_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                logits_to_keep: int = 0) -> torch.Tensor | None:
+    """[B, T, V] logits (or the last ``logits_to_keep`` positions) of one full pass through a
+    ``LeanDecoder`` (no KV cache; autograd works through it as through ``forward``); None where
+    ``lean_decoder`` has no decoder for ``model``. Positions follow the attention mask.
+
+    ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
+    own ``forward`` (``modeling.lm_logits`` takes care of that)."""
+    decoder = lean_decoder(model, attention_mask, cache=False)
+    if decoder is None:
+        return None
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    return decoder.forward(input_ids, positions, keep=logits_to_keep)

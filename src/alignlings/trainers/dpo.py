@@ -118,16 +118,19 @@ class DPOTrainer(BaseTrainer):
 
     # -- score ---------------------------------------------------------------------------------------
 
-    def sequence_logps(self, model, batch: dict[str, torch.Tensor]):
+    def sequence_logps(self, model, batch: dict[str, torch.Tensor], lean: bool = False):
         """Summed completion log-probs [2b], completion lengths [2b] and the logits [2b, T, V]."""
-        logps, logits = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+        logps, logits = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
+                                            lean=lean)
         return logps.sum, logps.mask.sum(-1), logits
 
     def reference_logps(self, batch: dict[str, torch.Tensor], indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference sums for chosen and rejected, each [b].
 
-        Under ``torch.inference_mode`` (no autograd bookkeeping at all, cheaper than ``no_grad``); the
-        [2b] sums are copied out of it so the loss may use them next to the policy's."""
+        Under ``torch.inference_mode`` (no autograd bookkeeping at all, cheaper than ``no_grad``) and,
+        for a separate reference model, through the lean decoder where it has one (one pass of the
+        model's own modules without transformers' per-call machinery, see ``modeling.lm_logits``);
+        the [2b] sums are copied out of inference mode so the loss may use them next to the policy's."""
         if self.ref_logps is not None:
             ref = self.ref_logps[indices].to(self.device)
             return ref[:, 0], ref[:, 1]
@@ -135,9 +138,9 @@ class DPOTrainer(BaseTrainer):
             if self.ref_is_base:
                 model = unwrap(self.model)
                 with model.disable_adapter():
-                    ref_sum, _, _ = self.sequence_logps(model, batch)
+                    ref_sum, _, _ = self.sequence_logps(model, batch, lean=True)
             else:
-                ref_sum, _, _ = self.sequence_logps(self.ref_model, batch)
+                ref_sum, _, _ = self.sequence_logps(self.ref_model, batch, lean=True)
         return ref_sum.clone().chunk(2)
 
     @torch.no_grad()
@@ -158,7 +161,7 @@ class DPOTrainer(BaseTrainer):
         logged = []
         for i, indices in enumerate(micro):
             batch = self.collate(indices)
-            policy_sum, lengths, logits = self.sequence_logps(self.model, batch)
+            policy_sum, lengths, logits = self.sequence_logps(self.model, batch, lean=True)
             chosen, rejected = policy_sum.chunk(2)  # [b] each
             chosen_len, rejected_len = lengths.chunk(2)
             ref_chosen, ref_rejected = self.reference_logps(batch, indices)

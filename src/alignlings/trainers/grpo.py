@@ -180,14 +180,15 @@ class GRPOTrainer(BaseTrainer):
 
     def per_token_logps(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B, C] log-probs of the completion tokens under ``model``, in micro-batches, under inference
-        mode (no autograd bookkeeping); the result is copied out of it for the loss."""
+        mode (no autograd bookkeeping; the lean decoder's single pass where the model has one, see
+        ``modeling.lm_logits``); the result is copied out of it for the loss."""
         C = batch["completion_ids"].shape[1]
         out = []
         with torch.inference_mode():
             for rows in self.micro_batches(list(range(batch["input_ids"].shape[0]))):
                 logps, _ = completion_logprobs(
                     model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                    temperature=self.args.temperature, logits_to_keep=C + 1,
+                    temperature=self.args.temperature, logits_to_keep=C + 1, lean=True,
                 )
                 out.append(logps.per_token)
         return torch.cat(out).clone()
@@ -260,7 +261,7 @@ class GRPOTrainer(BaseTrainer):
         for i, rows in enumerate(micro):
             logps, logits = completion_logprobs(
                 self.model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                temperature=args.temperature, logits_to_keep=C + 1,
+                temperature=args.temperature, logits_to_keep=C + 1, lean=True,
             )
             per_token = logps.per_token  # [b, C]
             mask = batch["completion_mask"][rows][:, -C:]

@@ -77,9 +77,20 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-              logits_to_keep: int = 0) -> torch.Tensor:
-    """[B, T, V] logits (or the last ``logits_to_keep`` positions) of a possibly DDP-wrapped causal LM."""
+              logits_to_keep: int = 0, lean: bool = False) -> torch.Tensor:
+    """[B, T, V] logits (or the last ``logits_to_keep`` positions) of a possibly DDP-wrapped causal LM.
+
+    ``lean``: one pass through ``decode.LeanDecoder`` where the model has one (GPT-2 or the Llama
+    layout, no active dropout, no activation checkpointing); with gradient only when the model is
+    not DDP-wrapped (DDP arms its gradient averaging in its own ``forward``). Otherwise, and by
+    default, the model's ``forward``. Same logits and gradients up to float rounding."""
     inner = unwrap(model)
+    if lean and (inner is model or not torch.is_grad_enabled()):
+        from alignlings.trainers.decode import lean_logits
+
+        logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep)
+        if logits is not None:
+            return logits
     # a PeftModel's forward takes **kwargs and passes them on: read the wrapped model's signature
     cls = type(inner.get_base_model()) if hasattr(inner, "get_base_model") else type(inner)
     kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
@@ -95,14 +106,14 @@ def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: t
 
 def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         completion_mask: torch.Tensor, *, temperature: float = 1.0,
-                        logits_to_keep: int = 0) -> tuple[SequenceLogProbs, torch.Tensor]:
+                        logits_to_keep: int = 0, lean: bool = False) -> tuple[SequenceLogProbs, torch.Tensor]:
     """Log-probs of the completion tokens under ``model`` and the logits they came from.
 
     With ``logits_to_keep = C + 1`` only the last C tokens (a right-aligned completion block, as in
     GRPO) are scored: per_token is [B, C]. Otherwise every token of ``input_ids`` after the first
-    is scored and masked by ``completion_mask``: per_token is [B, T - 1].
+    is scored and masked by ``completion_mask``: per_token is [B, T - 1]. ``lean``: see ``lm_logits``.
     """
-    logits = lm_logits(model, input_ids, attention_mask, logits_to_keep)  # [B, T or C+1, V]
+    logits = lm_logits(model, input_ids, attention_mask, logits_to_keep, lean)  # [B, T or C+1, V]
     K = logits.shape[1]
     # The causal shift done here, not by ``shift=True``: position t scores token t + 1, and the last
     # position scores nothing (mask 0). Then labels and logits have the same K positions, so the
@@ -238,7 +249,7 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
         positions = position_ids(mask[:, :P])
         decoder = lean_decoder(model, mask) if lean else None
         if decoder is not None:
-            logits, past = decoder.forward(prompt_ids, positions), None
+            logits, past = decoder.forward(prompt_ids, positions)[:, -1].float(), None
         else:
             logits, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
         next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
@@ -258,7 +269,7 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
             if t + 1 == max_new_tokens:
                 break
             if decoder is not None:
-                logits = decoder.forward(nxt[:, None], next_pos)
+                logits = decoder.forward(nxt[:, None], next_pos)[:, -1].float()
             else:
                 logits, past = _cache_forward(model, nxt[:, None], mask[:, :P + t + 1], next_pos, past)
             next_pos = next_pos + 1
