@@ -10,7 +10,9 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
 * it rewrites only attention: keys and values go into a cache preallocated for the whole sample
   ([B, H_kv, P + max_new_tokens, D] per layer), and ``scaled_dot_product_attention`` reads the
   filled prefix with a boolean mask built once (causal, and no padded key);
-* positions are the caller's (``cumsum(mask) - 1``, as ``generate`` numbers them).
+* positions are the caller's (``cumsum(mask) - 1``, as ``generate`` numbers them);
+* in scoring passes GPT-2's ``gelu_new`` runs as torch's one-kernel tanh GELU (the same formula;
+  transformers ships it as ``GELUTanh``); the sampler keeps the model's own activation module.
 
 Supported: GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout (``LlamaForCausalLM``,
 ``Qwen2ForCausalLM`` without sliding-window layers: rotary positions from the model's own
@@ -52,6 +54,10 @@ def _direct(module: torch.nn.Module):
         w, pad = module.weight, module.padding_idx  # padding_idx: that row gets no gradient
         return lambda x: F.embedding(x, w, pad)
     return module
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
 
 
 def _base(model: torch.nn.Module) -> torch.nn.Module:
@@ -127,15 +133,20 @@ class GPT2Decoder(LeanDecoder):
         tr = model.transformer
         self.wte, self.wpe, self.ln_f = _direct(tr.wte), _direct(tr.wpe), _direct(tr.ln_f)
         self.lm_head = _direct(model.lm_head)
-        self.blocks = [self._block(block) for block in tr.h]
+        self.blocks = [self._block(block, fused_gelu=not cache) for block in tr.h]
 
     @staticmethod
-    def _block(block: torch.nn.Module) -> dict:
+    def _block(block: torch.nn.Module, fused_gelu: bool) -> dict:
         mlp = block.mlp
         if mlp._forward_hooks or mlp._forward_pre_hooks or type(mlp).__name__ != "GPT2MLP":
             mlp_fn = mlp
-        else:  # c_fc, activation, c_proj (its dropout does nothing in eval mode)
+        else:  # c_fc, activation, c_proj (its dropout does nothing without training or with p = 0)
             c_fc, act, c_proj = _direct(mlp.c_fc), mlp.act, _direct(mlp.c_proj)
+            if fused_gelu and type(act).__name__ == "NewGELUActivation" and not act._forward_hooks:
+                # GPT-2's "gelu_new" written out is six kernels; torch's tanh-approximate GELU is the same
+                # formula in one (transformers' own GELUTanh: "equivalent to NewGELU ... much faster", equal
+                # up to float rounding). Scoring passes only: the sampler keeps the model's activation.
+                act = _gelu_tanh
             mlp_fn = lambda x: c_proj(act(c_fc(x)))  # noqa: E731
         attn = block.attn
         return {"ln_1": _direct(block.ln_1), "c_attn": _direct(attn.c_attn), "c_proj": _direct(attn.c_proj),
