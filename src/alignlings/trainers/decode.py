@@ -79,6 +79,8 @@ class LeanDecoder:
         self.key_mask = key_mask.bool()
         self.length = 0  # keys written so far
         self.cache = cache  # False: one pass over whole sequences, keys and values used as computed
+        # real tokens first, padding (if any) after them in every row: DPO's and the reward model's batches
+        self.right_padded = bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
             p = next(model.parameters())
             autocast = torch.is_autocast_enabled(p.device.type)
@@ -87,15 +89,20 @@ class LeanDecoder:
             self.keys = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
             self.values = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
 
-    def attention_mask(self, T: int) -> torch.Tensor:
+    def attention_mask(self, T: int) -> torch.Tensor | None:
         """[B, 1, T, L] boolean: query t sees key s when s <= its own index and s is a real token.
 
         Each query also sees itself, so a padded query (whose output nobody reads) never has an
-        all-masked row, which would give NaN and spread through the padded keys' values."""
+        all-masked row, which would give NaN and spread through the padded keys' values. None: plain
+        causal attention (``is_causal``), which is the same when every row is right-padded."""
         L = self.length + T
         keys = self.key_mask[:, None, None, :L]  # [B, 1, 1, L]
         if T == 1:
             return keys
+        if self.length == 0 and self.right_padded:
+            # Every padded key comes after its row's real tokens, so causality alone hides it from
+            # every real query: the kernel's own causal mode (None here) is the same and faster.
+            return None
         q_index = torch.arange(self.length, L, device=keys.device)[:, None]  # [T, 1]
         k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
         causal = k_index <= q_index  # [T, L]
@@ -113,7 +120,8 @@ class LeanDecoder:
         else:
             keys, values = k, v
         gqa = q.shape[1] != keys.shape[1]
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale,
+                                             enable_gqa=gqa)
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
 
