@@ -105,3 +105,30 @@ def test_model_path_errors_name_the_option(files, tmp_path):
     empty.mkdir()
     bare = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--model", str(empty)])
     assert bare.exit_code == 2 and "config.json" in bare.output
+
+
+def test_lora_from_the_config_file_and_flags(files, tmp_path):
+    """TRL's ModelConfig names: lora_* keys at the file's top level, --use-peft and --lora-* flags on
+    top; only the adapters train, and the final folder holds peft's adapter (not a full model)."""
+    pytest.importorskip("peft")
+    config = _config(files, "dpo", "pairs.jsonl", {"learning_rate": 1e-3, "per_device_train_batch_size": 4})
+    config.write_text("lora_alpha = 8\nlora_dropout = 0.0\n" + config.read_text())
+    result = CliRunner().invoke(app, [
+        "train", "dpo", "--config", str(config), "--max-steps", "2", "--output-dir", str(tmp_path),
+        "--set", "disable_tqdm=true", "--use-peft", "--lora-r", "4", "--lora-target-modules", "c_attn",
+    ])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    adapter = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert (adapter["r"], adapter["lora_alpha"], adapter["target_modules"]) == (4, 8, ["c_attn"])
+    assert adapter["task_type"] == "CAUSAL_LM"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--use-peft", "--lora-r", "0"], "lora_r"),
+    (["--use-peft", "--lora-target-modules", ","], "lora_target_modules"),
+])
+def test_bad_lora_settings_name_the_setting(files, tmp_path, args, message):
+    pytest.importorskip("peft")
+    config = _config(files, "dpo", "pairs.jsonl", {"max_steps": 1})
+    result = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--output-dir", str(tmp_path), *args])
+    assert result.exit_code == 2 and message in result.output, result.output

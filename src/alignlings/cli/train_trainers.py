@@ -12,6 +12,14 @@ the command::
     learning_rate = 5e-4
     num_generations = 8
 
+LoRA adapters (peft) with TRL's ``ModelConfig`` names, at the file's top level or as flags::
+
+    use_peft = true                          # --use-peft
+    lora_r = 16                              # --lora-r 16
+    lora_alpha = 32                          # --lora-alpha 32
+    lora_dropout = 0.05
+    lora_target_modules = ["q_proj", "v_proj"]   # --lora-target-modules q_proj,v_proj
+
 Any field can be overridden with ``--set key=value`` (repeatable) or the common flags below. The same
 command runs under ``torchrun --nproc_per_node N -m alignlings train ...`` (DDP).
 torch and transformers are imported inside the commands so ``alignlings --help`` stays fast.
@@ -38,6 +46,11 @@ LrOpt = typer.Option(None, "--learning-rate", "--lr", help="Peak learning rate."
 SeedOpt = typer.Option(None, "--seed", help="Random seed.")
 PlotOpt = typer.Option(None, "--plot/--no-plot", help="Write metrics.png curves at the end.")
 ResumeOpt = typer.Option(None, "--resume", help='Resume from a checkpoint folder or "latest".')
+PeftOpt = typer.Option(None, "--use-peft/--no-peft", help="Train LoRA adapters (peft) instead of every weight; TRL's use_peft.")
+LoraROpt = typer.Option(None, "--lora-r", help="LoRA rank (TRL's lora_r; default 16).")
+LoraAlphaOpt = typer.Option(None, "--lora-alpha", help="LoRA scale numerator (TRL's lora_alpha; default 32).")
+LoraTargetsOpt = typer.Option(None, "--lora-target-modules",
+                              help="Comma-separated module names, e.g. q_proj,v_proj (default: peft's choice).")
 
 
 def _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume) -> dict[str, Any]:
@@ -48,6 +61,19 @@ def _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume) -
              "plot": plot, "resume_from_checkpoint": resume}
     values.update({k: v for k, v in flags.items() if v is not None})
     return values
+
+
+def _lora_args(raw: dict[str, Any], use_peft, lora_r, lora_alpha, lora_target_modules):
+    """``LoraArgs`` from the config file's top-level ``use_peft``/``lora_*`` keys, then the flags."""
+    from alignlings.trainers.configs import LORA_KEYS, LoraArgs
+
+    values = {k: raw[k] for k in LORA_KEYS if k in raw}
+    flags = {"use_peft": use_peft, "lora_r": lora_r, "lora_alpha": lora_alpha, "lora_target_modules": lora_target_modules}
+    values.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        return LoraArgs(**values)
+    except (ValueError, TypeError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _is_main_process() -> bool:
@@ -115,7 +141,8 @@ def _load_reward_func(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spec, dataset_spec) -> None:
+def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spec, dataset_spec,
+         lora_flags: tuple = (None, None, None, None)) -> None:
     import torch
 
     from alignlings.trainers import configs
@@ -126,6 +153,11 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
         cls = {"dpo": configs.DPOConfig, "reward": configs.RewardConfig, "grpo": configs.GRPOConfig}[kind]
         args = configs.load_config(cls, raw.get(kind, {}), overrides)
     except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    lora = _lora_args(raw, *lora_flags)
+    try:  # the reward model's adapters sit on its backbone, which has no LM head of its own
+        peft_config = lora.peft_config(task_type=None if kind == "reward" else "CAUSAL_LM")
+    except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     model_spec = model_spec or raw.get("model")
     dataset_spec = dataset_spec or raw.get("dataset")
@@ -141,16 +173,17 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
 
     if kind == "dpo":
         trainer = DPOTrainer(model, args=args, train_dataset=_load_dataset(dataset_spec, "pairs", model, tokenizer),
-                             processing_class=tokenizer)
+                             processing_class=tokenizer, peft_config=peft_config)
     elif kind == "reward":
         trainer = RewardTrainer(model, args=args, train_dataset=_load_dataset(dataset_spec, "pairs", model, tokenizer),
-                                processing_class=tokenizer)
+                                processing_class=tokenizer, peft_config=peft_config)
     else:
         funcs = raw.get("reward_funcs") or (["toy:exact_match"] if dataset_spec == TOY else [])
         if not funcs:
             raise typer.BadParameter("reward_funcs: GRPO needs at least one reward function in the config")
         trainer = GRPOTrainer(model, [_load_reward_func(f) for f in funcs], args=args,
-                              train_dataset=_load_dataset(dataset_spec, "prompts"), processing_class=tokenizer)
+                              train_dataset=_load_dataset(dataset_spec, "prompts"), processing_class=tokenizer,
+                              peft_config=peft_config)
     history = trainer.train()
     if trainer.dist.is_main:
         last = history[-1] if history else {}
@@ -176,8 +209,11 @@ def _trainer_command(kind: str, doc: str):
     def command(config: Optional[Path] = ConfigOpt, sets: Optional[list[str]] = SetOpt, model: Optional[str] = ModelOpt,
                 dataset: Optional[str] = DatasetOpt, output_dir: Optional[str] = OutOpt,
                 max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
-                seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt) -> None:
-        _run(kind, config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset)
+                seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt,
+                use_peft: Optional[bool] = PeftOpt, lora_r: Optional[int] = LoraROpt,
+                lora_alpha: Optional[int] = LoraAlphaOpt, lora_target_modules: Optional[str] = LoraTargetsOpt) -> None:
+        _run(kind, config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset,
+             (use_peft, lora_r, lora_alpha, lora_target_modules))
 
     command.__doc__ = doc
     command.__name__ = f"{kind}_command"

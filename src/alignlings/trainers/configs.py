@@ -267,7 +267,8 @@ class GRPOConfig(TrainerConfig):
     generation_backend: str = "cache"
     """How completions are sampled (ours; TRL's choices are vLLM, paged or ``generate``): "cache"
     (default), a lean KV-cache loop (``modeling.sample_with_cache``: same tokens as ``generate`` for the
-    same seed, without its per-step machinery), or "generate" (transformers' ``generate``)."""
+    same seed, without its per-step machinery; GPT-2 and Llama-layout models step through
+    ``decode.LeanDecoder``), or "generate" (transformers' ``generate``)."""
 
     mask_truncated_completions: bool = False
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (default False)."""
@@ -340,6 +341,52 @@ def _coerce(cls: type, name: str, raw: Any) -> Any:
     return text
 
 
+@dataclass
+class LoraArgs:
+    """LoRA adapters for the command line and config files, with TRL 1.16's ``ModelConfig`` names and
+    defaults (``trl/trainer/model_config.py``; TRL's scripts turn them into a ``peft.LoraConfig`` with
+    ``get_peft_config``). From Python, pass a ``peft.LoraConfig`` as the trainers' ``peft_config``."""
+
+    use_peft: bool = False
+    """Train LoRA adapters instead of every weight; the reference is the base with adapters disabled."""
+    lora_r: int = 16
+    """Rank of each adapter's two factors."""
+    lora_alpha: int = 32
+    """Scale: the adapter's output is multiplied by ``lora_alpha / lora_r``."""
+    lora_dropout: float = 0.05
+    """Dropout on the adapter's input. The adapters are added before ``disable_dropout`` (default True)
+    runs, so that sets it to 0, in TRL as here; it acts only with ``disable_dropout = false``."""
+    lora_target_modules: list[str] | None = None
+    """Module names to adapt (e.g. ``["q_proj", "v_proj"]``); None: peft's default for the architecture."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.use_peft, bool):
+            raise ValueError(f"use_peft: expected true or false, got {self.use_peft!r}")
+        _positive_int("lora_r", self.lora_r)
+        _positive_int("lora_alpha", self.lora_alpha)
+        check_range("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
+        targets = self.lora_target_modules
+        if isinstance(targets, str):  # "q_proj,v_proj" from the command line
+            targets = self.lora_target_modules = [t.strip() for t in targets.split(",") if t.strip()]
+        if targets is not None and (not targets or not all(isinstance(t, str) and t for t in targets)):
+            raise ValueError(f"lora_target_modules: expected a list of module names, got {self.lora_target_modules!r}")
+
+    def peft_config(self, task_type: str | None = "CAUSAL_LM"):
+        """A ``peft.LoraConfig`` (as TRL's ``get_peft_config``: ``bias="none"``), or None without ``use_peft``."""
+        if not self.use_peft:
+            return None
+        try:
+            from peft import LoraConfig
+        except ImportError as exc:
+            raise ValueError("use_peft: the peft library is not installed (pip install 'alignlings[peft]')") from exc
+        return LoraConfig(task_type=task_type, r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                          target_modules=self.lora_target_modules, bias="none")
+
+
+#: LoraArgs' fields, read from a config file's top level
+LORA_KEYS = ("use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+
+
 def config_from_dict(cls: type, values: dict[str, Any]):
     """Build ``cls`` from a dict, rejecting unknown keys with the list of known ones."""
     known = {f.name for f in dataclasses.fields(cls)}
@@ -376,6 +423,6 @@ def load_config(cls: type, section: dict[str, Any] | None = None, overrides: dic
 
 
 __all__ = [
-    "TrainerConfig", "DPOConfig", "RewardConfig", "GRPOConfig",
+    "TrainerConfig", "DPOConfig", "RewardConfig", "GRPOConfig", "LoraArgs", "LORA_KEYS",
     "config_from_dict", "load_config", "parse_overrides", "read_toml",
 ]
