@@ -4,6 +4,7 @@ buggy file again, graded in the sandbox; the CLI (line edits) and the web routes
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -73,7 +74,8 @@ def test_drill_concepts_from_exercise_toml(tmp_path, course):
     (tmp_path / "pack" / "pack.toml").write_text('[pack]\nid = "drills-copy"\n', encoding="utf-8")
     for name, tags in ((BUG, '["padding-and-masks"]'), (BON, '["loss-aggregation", "advantage-normalisation"]')):
         toml = tmp_path / "pack" / name / "exercise.toml"
-        toml.write_text(toml.read_text(encoding="utf-8") + f"concepts = {tags}\n", encoding="utf-8")
+        text = re.sub(r"(?m)^concepts = .*$", f"concepts = {tags}", toml.read_text(encoding="utf-8"))
+        toml.write_text(text, encoding="utf-8")
     pack = load_pack(tmp_path / "pack")
     items = rv.catalog(pack)
     assert items[("drills-copy", f"bug/{BUG}")].concepts == ("padding-and-masks",)
@@ -83,6 +85,22 @@ def test_drill_concepts_from_exercise_toml(tmp_path, course):
     toml.write_text(toml.read_text(encoding="utf-8").replace('["padding-and-masks"]', '"padding"'), encoding="utf-8")
     with pytest.raises(PackError, match=r"exercise.toml: concepts: expected a list of concept tags"):
         rv.catalog(load_pack(tmp_path / "pack"))
+
+
+def test_every_drill_has_concepts_named_in_both_languages(course):
+    drills = load_pack(DRILLS)
+    names = {lang: rv.concept_names(drills, lang) for lang in ("en", "zh")}  # the pack alone names its tags
+    for ex in drills:
+        tags = rv.drill_concepts(ex)
+        assert tags, ex.id
+        for lang in ("en", "zh"):
+            assert set(tags) <= set(names[lang]), (ex.id, lang)
+    # the shared tags mean the same in both packs, so mastery per concept adds drills and exercises up
+    seed = {lang: rv.concept_names(load_pack("dpo-grpo"), lang) for lang in ("en", "zh")}
+    for lang in ("en", "zh"):
+        assert all(names[lang][t] == seed[lang][t] for t in set(names[lang]) & set(seed[lang])), lang
+    bug_items = [i for (p, _), i in rv.catalog(course).items() if p == DRILLS]
+    assert bug_items and all(i.concepts for i in bug_items)
 
 
 def test_drill_history_enters_review(tmp_path, course):

@@ -107,12 +107,13 @@ def test_exercise_page_typesets_formulas_and_puts_an_input_per_blank(client):
 def test_language_by_query_then_cookie(client):
     r = client.get("/?lang=zh")
     assert r.status_code == 200 and "练习" in r.text and 'lang="zh-CN"' in r.text
+    assert "下一个：" in r.text and "下一个:" not in r.text  # Chinese punctuation: the full-width colon
     assert r.cookies.get("alignlings_lang") == "zh" or "alignlings_lang=zh" in r.headers.get("set-cookie", "")
     assert "练习" in client.get("/progress").text  # the cookie carries it
     zh = client.get("/exercises/dpo-loss").text
     assert PACK.get("dpo-loss").title["zh"] in zh
     client.get("/?lang=en")
-    assert "Exercises" in client.get("/").text
+    assert "Exercises" in client.get("/").text and "Next up: " in client.get("/").text
     assert client.get("/api/exercises?lang=zh").json()[0]["title"] == next(iter(PACK)).title["zh"]
 
 
