@@ -207,18 +207,18 @@ def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, 
             return {"path": where, "reason": "keys", "expected": sorted(expected),
                     "got": sorted(got) if isinstance(got, dict) else _type_name(got)}
         for k in expected:
-            d = compare(expected[k], got[k], rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{k!r}]")
-            if d:
-                return d
+            sub = compare(expected[k], got[k], rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{k!r}]")
+            if sub:
+                return sub
         return None
     if isinstance(expected, (list, tuple)):
         if not isinstance(got, (list, tuple)) or len(got) != len(expected):
             return {"path": where, "reason": "length", "expected": len(expected),
                     "got": len(got) if isinstance(got, (list, tuple)) else _type_name(got)}
         for i, (a, b) in enumerate(zip(expected, got)):
-            d = compare(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{i}]")
-            if d:
-                return d
+            sub = compare(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{i}]")
+            if sub:
+                return sub
         return None
     if isinstance(expected, bool) or isinstance(got, bool):
         return None if expected == got and type(expected) is type(got) else {

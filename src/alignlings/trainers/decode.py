@@ -26,12 +26,14 @@ tokens ``generate`` gives.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as module_mod
 
 
-def _direct(module: torch.nn.Module):
+def _direct(module: Any) -> Any:
     """``module``'s forward as a plain function when it is a stock layer without hooks (eval mode).
 
     Calling a module costs a few microseconds of dispatch (hooks, ``__call__``, ``forward``); a
@@ -60,7 +62,7 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-def _base(model: torch.nn.Module) -> torch.nn.Module:
+def _base(model: Any) -> Any:
     """The transformers model under a peft wrapper (its modules carry the adapters)."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
@@ -72,7 +74,7 @@ class LeanDecoder:
     then ones: a finished row keeps feeding pad tokens, as ``generate`` does, and nobody reads them).
     """
 
-    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor, n_kv_heads: int, head_dim: int,
+    def __init__(self, model: Any, key_mask: torch.Tensor, n_kv_heads: int, head_dim: int,
                  n_layers: int, cache: bool = True) -> None:
         self.model = model
         B, L = key_mask.shape
@@ -108,7 +110,7 @@ class LeanDecoder:
         causal = k_index <= q_index  # [T, L]
         return (causal & keys) | (k_index == q_index)
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                scale: float) -> torch.Tensor:
         """q [B, H, T, D], new k and v [B, H_kv, T, D] -> attention output [B, T, H * D]."""
         start, T = self.length, q.shape[2]
@@ -135,7 +137,7 @@ class LeanDecoder:
 
 
 class GPT2Decoder(LeanDecoder):
-    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = True) -> None:
+    def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True) -> None:
         cfg = model.config
         super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer, cache)
         tr = model.transformer
@@ -144,7 +146,7 @@ class GPT2Decoder(LeanDecoder):
         self.blocks = [self._block(block, fused_gelu=not cache) for block in tr.h]
 
     @staticmethod
-    def _block(block: torch.nn.Module, fused_gelu: bool) -> dict:
+    def _block(block: Any, fused_gelu: bool) -> dict:
         mlp = block.mlp
         if mlp._forward_hooks or mlp._forward_pre_hooks or type(mlp).__name__ != "GPT2MLP":
             mlp_fn = mlp
@@ -177,7 +179,7 @@ class GPT2Decoder(LeanDecoder):
 
 
 class LlamaDecoder(LeanDecoder):
-    def __init__(self, model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = True) -> None:
+    def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True) -> None:
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         super().__init__(model, key_mask, cfg.num_key_value_heads, head_dim, cfg.num_hidden_layers, cache)
@@ -209,7 +211,7 @@ class LlamaDecoder(LeanDecoder):
         return logits
 
 
-def _stochastic_or_checkpointed(model: torch.nn.Module) -> bool:
+def _stochastic_or_checkpointed(model: Any) -> bool:
     """True when a training-mode forward of ``model`` would differ from ours: an active dropout, or
     activation checkpointing (which lives in transformers' layer wrappers)."""
     if getattr(model, "training", False) and getattr(model.config, "attention_dropout", 0.0):
@@ -221,7 +223,7 @@ def _stochastic_or_checkpointed(model: torch.nn.Module) -> bool:
     return False
 
 
-def lean_decoder(model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = True) -> LeanDecoder | None:
+def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True) -> LeanDecoder | None:
     """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do.
 
     A model in training mode qualifies only when no dropout is active (the trainers' default
@@ -244,7 +246,7 @@ def lean_decoder(model: torch.nn.Module, key_mask: torch.Tensor, cache: bool = T
     return None
 
 
-def lean_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 logits_to_keep: int = 0) -> torch.Tensor | None:
     """[B, T, V] logits (or the last ``logits_to_keep`` positions) of one full pass through a
     ``LeanDecoder`` (no KV cache; autograd works through it as through ``forward``); None where
