@@ -1,4 +1,4 @@
-"""A lean decoder for sampling: the model's own layers without transformers' per-call machinery.
+"""A lean decoder: the model's own layers without transformers' per-call machinery.
 
 Sampling 16 tokens for 8 rows from a small model spends most of its time outside arithmetic: every
 ``model(...)`` call builds a causal mask (``create_causal_mask``), wraps the cache in ``Cache``
@@ -7,6 +7,8 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
 
 * it calls the model's own modules (embeddings, norms, projections, MLP, LM head), so weights,
   activation functions, LoRA adapters injected by peft, and forward hooks are exactly the model's;
+  stock layers without hooks (``nn.Linear``, ``nn.LayerNorm``, ``nn.Embedding``, GPT-2's ``Conv1D``)
+  are called as the functions they wrap, which skips ``nn.Module``'s call overhead;
 * it rewrites only attention: keys and values go into a cache preallocated for the whole sample
   ([B, H_kv, P + max_new_tokens, D] per layer), and ``scaled_dot_product_attention`` reads the
   filled prefix with a boolean mask built once (causal, and no padded key);
@@ -16,12 +18,16 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
 
 Supported: GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout (``LlamaForCausalLM``,
 ``Qwen2ForCausalLM`` without sliding-window layers: rotary positions from the model's own
-``rotary_emb``, grouped-query attention). ``lean_decoder`` returns None for any other model or
-setting, and the sampler then calls the model's ``forward`` with its cache (the general path).
-``lean_logits`` runs one such pass over whole sequences, for scoring without gradient (a DPO
-reference model, GRPO's reference and old log-probs). The logits equal ``forward``'s up to float rounding (the same kernels on the same numbers, with the
-mask in a different form); ``tests/test_trainers_sampler.py`` checks that seeded draws give the very
-tokens ``generate`` gives.
+``rotary_emb``, grouped-query attention), in eval mode or in training mode with every dropout at 0
+and activation checkpointing off. ``lean_decoder`` returns None for any other model or setting,
+and callers then use the model's ``forward`` (the general path).
+
+Two uses: the GRPO sampler (``modeling.sample_with_cache``: a prefill, then one token per row per
+step) and ``lean_logits``, one pass over whole sequences without a cache for scoring (DPO's policy
+and reference, GRPO's loss pass and its reference and old log-probs; autograd runs through it as
+through ``forward``). Logits and gradients equal ``forward``'s up to float rounding
+(``tests/test_trainers_decode.py``), and seeded draws give the very tokens ``generate`` gives
+(``tests/test_trainers_sampler.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from torch.nn.modules import module as module_mod
 
 
 def _direct(module: Any) -> Any:
-    """``module``'s forward as a plain function when it is a stock layer without hooks (eval mode).
+    """``module``'s forward as a plain function when it is a stock layer without hooks.
 
     Calling a module costs a few microseconds of dispatch (hooks, ``__call__``, ``forward``); a
     GPT-2 token step makes a dozen such calls per layer. A layer with hooks, or of any other class
@@ -68,10 +74,12 @@ def _base(model: Any) -> Any:
 
 
 class LeanDecoder:
-    """Prefill once, then one token per row per ``step``; holds its own KV cache.
+    """With ``cache``: prefill once, then one token per row per ``forward``, keys and values kept in
+    its own preallocated cache. Without: a single ``forward`` over whole sequences.
 
     ``key_mask`` [B, P + max_new_tokens]: 1 where a key is a real token (the prompt's attention mask,
-    then ones: a finished row keeps feeding pad tokens, as ``generate`` does, and nobody reads them).
+    then ones: a finished row keeps feeding pad tokens, as ``generate`` does, and nobody reads them);
+    for a single pass, the sequences' attention mask.
     """
 
     def __init__(self, model: Any, key_mask: torch.Tensor, n_kv_heads: int, head_dim: int,
@@ -81,7 +89,7 @@ class LeanDecoder:
         self.key_mask = key_mask.bool()
         self.length = 0  # keys written so far
         self.cache = cache  # False: one pass over whole sequences, keys and values used as computed
-        # real tokens first, padding (if any) after them in every row: DPO's and the reward model's batches
+        # real tokens first, padding (if any) after them in every row, as in DPO's batches
         self.right_padded = bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
             p = next(model.parameters())
