@@ -127,10 +127,10 @@ class DPOTrainer(BaseTrainer):
     def reference_logps(self, batch: dict[str, torch.Tensor], indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference sums for chosen and rejected, each [b].
 
-        Under ``torch.inference_mode`` (no autograd bookkeeping at all, cheaper than ``no_grad``) and,
-        for a separate reference model, through the lean decoder where it has one (one pass of the
-        model's own modules without transformers' per-call machinery, see ``modeling.lm_logits``);
-        the [2b] sums are copied out of inference mode so the loss may use them next to the policy's."""
+        Under ``torch.inference_mode`` (no autograd bookkeeping at all, cheaper than ``no_grad``) and
+        through the lean decoder where the model has one (one pass of the model's own modules without
+        transformers' per-call machinery, see ``modeling.lm_logits``); the [2b] sums are copied out of
+        inference mode so the loss may use them next to the policy's."""
         if self.ref_logps is not None:
             ref = self.ref_logps[indices].to(self.device)
             return ref[:, 0], ref[:, 1]

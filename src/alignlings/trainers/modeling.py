@@ -17,6 +17,7 @@ from functools import lru_cache
 import torch
 
 from alignlings.logprobs import SequenceLogProbs, sequence_logprobs
+from alignlings.trainers.decode import lean_decoder, lean_logits
 from alignlings.trainers.distributed import unwrap
 
 
@@ -86,8 +87,6 @@ def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: t
     default, the model's ``forward``. Same logits and gradients up to float rounding."""
     inner = unwrap(model)
     if lean and (inner is model or not torch.is_grad_enabled()):
-        from alignlings.trainers.decode import lean_logits
-
         logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep)
         if logits is not None:
             return logits
@@ -236,8 +235,6 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
 
     Runs in eval mode under inference mode; the result is copied out of inference mode.
     """
-    from alignlings.trainers.decode import lean_decoder
-
     model = unwrap(model)
     was_training = model.training
     model.eval()
