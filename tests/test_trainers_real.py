@@ -148,6 +148,7 @@ def test_gradient_checkpointing_with_lora(tok, tmp_path):
 # -- the GPU path -----------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU on this machine")
 def test_cuda_is_the_default_device_and_trains(tok, tmp_path):
     args = DPOConfig(**common(tmp_path, learning_rate=3e-3, max_steps=4, bf16=True))
