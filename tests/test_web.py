@@ -463,9 +463,10 @@ def test_a_full_queue_answers_429_at_once(tmp_path):
         while c.get("/api/health").json()["checks"]["running"] + \
                 c.get("/api/health").json()["checks"]["waiting"] < 2 and time.time() < deadline:
             time.sleep(0.02)
-        started = time.perf_counter()
+        # the gate is still closed: a check that waited for a slot would never return, so a 429 here
+        # is the proof that a full queue refuses at once (no wall-clock bound needed)
         r = c.post("/api/exercises/dpo-loss/check", json={"fills": DPO_FILLS})
-        assert r.status_code == 429 and time.perf_counter() - started < 2  # refused at once, never hangs
+        assert r.status_code == 429
         assert r.headers["retry-after"] and "busy" in r.json()["detail"]
         gate.set()
         for t in threads:
