@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import secrets
 from http.cookies import SimpleCookie
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from alignlings import i18n
+from alignlings.practice.progress import MAX_LEARNER_NAME, _learner_name
+from alignlings.practice.service import STORE_ERRORS
+from alignlings.web.checkqueue import address_of
 from alignlings.web.context import WebContext, lang_of, render_page
 from alignlings.web.guard import _headers, _is_https, _page, _send_error, _without_token
 from alignlings.web.i18n import resolve_lang, ui
@@ -98,12 +102,13 @@ class ClassroomMiddleware:
         if learner is None:
             if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and not path.startswith("/api"):
                 await send({"type": "http.response.start", "status": 303,
-                            "headers": [(b"location", b"/join"), (b"content-length", b"0"),
+                            "headers": [(b"location", join_url(scope).encode("latin-1")), (b"content-length", b"0"),
                                         (b"cache-control", b"no-store")]})
                 return await send({"type": "http.response.body", "body": b""})
             return await _send_error(scope, send, 401, _scope_strings(scope)["join_first"])
         state = scope.setdefault("state", {})
         state["learner"] = learner
+        state["learner_token"] = token
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
         return await self.app(scope, receive, send)
 
@@ -130,6 +135,33 @@ class ClassroomMiddleware:
         return await self.app(scope, receive, send)
 
 
+def safe_next(value: object) -> str:
+    """Where to go after joining: a path on this server (``/exercises/x?lang=zh``), else ``/``.
+    Never another site (``//evil``, ``/\\evil``, ``https:...``) nor the join page itself."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith(("//", "/\\")) \
+            or len(value) > 500 or any(ord(ch) < 32 for ch in value):
+        return "/"
+    path = value.split("?", 1)[0]
+    if path.startswith(("/join", "/api/", "/teacher")) or "\\" in path:
+        return "/"
+    return value
+
+
+def join_url(scope) -> str:
+    """``/join`` that comes back to the page asked for, in the language asked for (``?lang=``)."""
+    from urllib.parse import parse_qs, urlencode
+
+    query = scope.get("query_string", b"").decode("latin-1")
+    asked = scope.get("path", "/") + (f"?{query}" if query else "")
+    params = {}
+    if safe_next(asked) != "/":
+        params["next"] = asked
+    lang = parse_qs(query).get("lang", [""])[0]
+    if lang in i18n.LANGS:
+        params["lang"] = lang
+    return "/join" + (f"?{urlencode(params)}" if params else "")
+
+
 def _query_token(scope) -> str | None:
     from urllib.parse import parse_qs
 
@@ -149,34 +181,112 @@ def _scope_strings(scope) -> dict[str, str]:
 
 
 # -- joining -----------------------------------------------------------------------------------
+JOIN_WINDOW_S = 600.0  # max_joins_per_address counts the joins (and recovery tries) of 10 minutes
+
+
 class JoinBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(max_length=200, description="The learner's name, as the teacher will see it.")
-    code: str = Field(max_length=64, description="The class code printed when the server started.")
+    """What ``/api/join`` reads (the route parses it itself, so that every refusal is plain words
+    in the learner's language rather than a validation dump)."""
+    name: str = Field("", description="The learner's name, as the teacher will see it (1 to 60 characters).")
+    code: str = Field("", description="The class code printed when the server started.")
+    recovery: str = Field("", description="A recovery code instead of name and code: come back as that learner.")
+    next: str = Field("/", description="The page to go to after joining (a path on this server).")
 
 
 @router.get("/join", include_in_schema=False)
 def join_page(request: Request):
     s = _s(request)
-    return render_page(request, "join.html", nav="", title=s["join_title"], s=s,
-                       client={"lang": lang_of(request), "t": ui(lang_of(request)), "s": s})
+    nxt = safe_next(request.query_params.get("next", "/"))
+    return render_page(request, "join.html", nav="", title=s["join_title"], s=s, next=nxt,
+                       client={"lang": lang_of(request), "t": ui(lang_of(request)), "s": s, "next": nxt})
 
 
-@router.post("/api/join", tags=["classroom"])
-def join(request: Request, body: JoinBody) -> Response:
-    """Join with a name and the class code: sets the learner's cookie (their key to their progress)."""
-    expected = request.app.state.class_code
-    code = body.code.strip().upper()
-    if not secrets.compare_digest(code.encode(), expected.encode()):
-        raise HTTPException(403, _s(request)["wrong_code"])
-    store = request.app.state.ctx.store
+def _refuse(status: int, detail: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+def _name_problem(name: object, s: dict[str, str]) -> str | None:
+    if not isinstance(name, str) or not " ".join(name.split()):
+        return s["name_missing"]
+    name = " ".join(name.split())
+    if len(name) > MAX_LEARNER_NAME:
+        return s["name_too_long"]
     try:
-        learner, token = store.add_learner(body.name)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    response = Response(content=f'{{"learner": "{learner}", "next": "/"}}', media_type="application/json")
+        _learner_name(name)
+    except ValueError:
+        return s["name_bad"]
+    return None
+
+
+@router.post("/api/join", tags=["classroom"], openapi_extra={"requestBody": {
+    "required": True, "content": {"application/json": {"schema": JoinBody.model_json_schema()}}}})
+async def join(request: Request) -> Response:
+    """Join with a name and the class code, or come back with a recovery code: sets the learner's
+    cookie (their key to their progress). A new learner's answer carries their ``recovery_code``
+    (shown once here, and again on their progress page in this browser). Refusals are plain words
+    in the request's language; one address may try ``max_joins_per_address`` times per 10 minutes."""
+    s = _s(request)
+    wait = request.app.state.join_limiter.hit(address_of(request))
+    if wait:
+        minutes = max(1, math.ceil(wait / 60))
+        return _refuse(429, s["too_many_joins"].format(minutes=minutes), {"Retry-After": str(math.ceil(wait))})
+    try:
+        raw = await request.json()
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(k, ""), str) for k in ("name", "code", "recovery", "next")):
+        return _refuse(422, s["bad_request"])
+    store = request.app.state.ctx.store
+    nxt = safe_next(raw.get("next", "/"))
+    recovery = raw.get("recovery", "").strip()
+    if recovery:
+        found = await run_in_threadpool(store.recover_learner, recovery[:64])
+        if found is None:
+            return _refuse(403, s["wrong_recovery"])
+        learner, token = found
+        body = {"learner": learner["id"], "name": learner["name"], "next": nxt, "recovered": True}
+    else:
+        expected = await run_in_threadpool(current_class_code, request.app)
+        code = raw.get("code", "").strip().upper()[:64]
+        if not secrets.compare_digest(code.encode(), expected.encode()):
+            return _refuse(403, s["wrong_code"])
+        problem = _name_problem(raw.get("name", "")[:200], s)
+        if problem:
+            return _refuse(422, problem)
+
+        def add() -> tuple[str, str, str]:
+            learner_id, tok = store.add_learner(raw["name"])
+            return learner_id, tok, store.issue_recovery_code(learner_id, tok)
+
+        learner_id, token, recovery_code = await run_in_threadpool(add)
+        body = {"learner": learner_id, "name": " ".join(raw["name"].split()), "next": nxt,
+                "recovery_code": recovery_code}
+    response = JSONResponse(body)
     response.headers.append("set-cookie", set_cookie_header(request.scope, LEARNER_COOKIE, token).decode())
     return response
+
+
+def current_class_code(app) -> str:
+    """The class code as kept in the database (another server sharing it may have changed it)."""
+    code = app.state.ctx.store.class_code(lambda: app.state.class_code)
+    app.state.class_code = code
+    return code
+
+
+def recovery_code_of(request: Request) -> str | None:
+    """The signed-in learner's recovery code, when this browser holds it (templates: progress page)."""
+    token = getattr(request.state, "learner_token", None)
+    if not token:
+        return None
+    try:
+        return request.app.state.ctx.store.recovery_code(token)
+    except STORE_ERRORS:
+        return None
+
+
+def in_class(request: Request) -> bool:
+    """Whether the page is served to a learner of a class (templates hide Import and file paths)."""
+    return getattr(request.state, "learner", None) is not None
 
 
 # -- the teacher's view ------------------------------------------------------------------------
@@ -285,4 +395,79 @@ def teacher_page(request: Request):
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
                        table=table, misconceptions=class_misconceptions(context, lang),
-                       class_code=request.app.state.class_code)
+                       class_code=current_class_code(request.app), learners=learners,
+                       removed=context.store.learners(removed=True),
+                       client={"lang": lang, "t": ui(lang), "s": s})
+
+
+# -- the teacher manages learners ------------------------------------------------------------------
+class RenameBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=200, description="The learner's new name (1 to 60 characters).")
+
+
+class MergeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    into: str = Field(max_length=64, description="The learner (id) who keeps the merged history.")
+
+
+class RemoveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    history: str = Field("keep", pattern="^(keep|delete)$",
+                         description="keep: the rows stay (the learner only leaves the list); "
+                                     "delete: the rows are deleted, and returned as an export first.")
+
+
+def _store_call(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except ValueError as exc:
+        raise HTTPException(404 if "no learner" in str(exc) else 422, str(exc)) from None
+
+
+@router.post("/api/teacher/learners/{learner}/rename", tags=["classroom"])
+def rename_learner(request: Request, learner: str, body: RenameBody) -> dict:
+    """Rename a learner (teacher token only)."""
+    store = _teacher_context(request).store
+    return _store_call(store.rename_learner, learner, body.name)
+
+
+@router.post("/api/teacher/learners/{learner}/merge", tags=["classroom"])
+def merge_learner(request: Request, learner: str, body: MergeBody) -> dict:
+    """Merge ``learner`` (e.g. the empty second entry of someone who re-joined) into ``into``: their
+    history moves there and their browsers sign in as ``into``. Returns the rows moved per table."""
+    store = _teacher_context(request).store
+    return {"into": body.into, "moved": _store_call(store.merge_learners, body.into, learner)}
+
+
+@router.post("/api/teacher/learners/{learner}/remove", tags=["classroom"])
+def remove_learner(request: Request, learner: str, body: RemoveBody) -> dict:
+    """Take a learner off the class list; ``history``: keep (default) or delete. The answer always
+    carries the learner's ``export`` (the JSON of ``/api/progress/export``), taken before anything changed."""
+    store = _teacher_context(request).store
+    exported = _store_call(store.remove_learner, learner, keep_history=body.history == "keep")
+    return {"removed": learner, "history": body.history, "export": exported}
+
+
+@router.post("/api/teacher/learners/{learner}/recovery", tags=["classroom"])
+def new_recovery_code(request: Request, learner: str) -> dict:
+    """A new recovery code for a learner who lost theirs (the old one stops working); give it to them."""
+    store = _teacher_context(request).store
+    info = _store_call(store.learner_info, learner)
+    if info is None:
+        raise HTTPException(404, f"learner: no learner {learner!r} in the class")
+    return {"learner": learner, "name": info["name"], "recovery_code": _store_call(store.issue_recovery_code, learner)}
+
+
+@router.get("/api/teacher/learners/{learner}/export", tags=["classroom"])
+def export_learner(request: Request, learner: str) -> Response:
+    """One learner's whole history as a JSON download (the format of ``/api/progress/export``)."""
+    import json
+
+    store = _teacher_context(request).store
+    if _store_call(store.learner_info, learner) is None and not any(
+            r["id"] == learner for r in store.learners(removed=True)):
+        raise HTTPException(404, f"learner: no learner {learner!r} in the class")
+    data = store.for_learner(learner).export()
+    return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="learner-{learner}.json"'})
