@@ -34,7 +34,7 @@ def classroom_server(backend: str, home: Path, *, ready_s: float = 180.0) -> Ite
     """Start the server, wait until its grader is warm, yield its base URL, stop it."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    args = ["--classroom", "--token", TEACHER, "--class-code", CODE]
+    args = ["--classroom", "--token", TEACHER, "--class-code", CODE, "--joins-per-address", "10000"]
     if backend == "postgresql":
         if not PG_URL:
             raise RuntimeError(PG_SKIP)

@@ -154,7 +154,7 @@ def join_url(scope) -> str:
     query = scope.get("query_string", b"").decode("latin-1")
     asked = scope.get("path", "/") + (f"?{query}" if query else "")
     params = {}
-    if safe_next(asked) != "/":
+    if scope.get("path", "/") != "/" and safe_next(asked) != "/":
         params["next"] = asked
     lang = parse_qs(query).get("lang", [""])[0]
     if lang in i18n.LANGS:
