@@ -54,6 +54,12 @@ class GatedGrader:
         pass
 
 
+@pytest.fixture()
+def db(tmp_path):
+    """Where the class is kept: a SQLite file here; tests/test_classroom_pg.py overrides it with PostgreSQL."""
+    return tmp_path / "c.sqlite3"
+
+
 def make_app(path, **kw):
     kw.setdefault("grader", GatedGrader())
     return create_app(db_path=path, token=TEACHER, classroom=True, warm_up=False, **kw)
@@ -71,8 +77,7 @@ def teacher(app):
 
 
 # -- the class survives a restart ----------------------------------------------------------------
-def test_a_restart_without_a_code_keeps_the_class_and_its_learners(tmp_path):
-    db = tmp_path / "class.sqlite3"
+def test_a_restart_without_a_code_keeps_the_class_and_its_learners(db):
     first = make_app(db)  # no --class-code: a new random one, kept in the database
     code = first.state.class_code
     ann, answer = join(first, "Ann", code)
@@ -99,8 +104,8 @@ def test_a_restart_without_a_code_keeps_the_class_and_its_learners(tmp_path):
 
 
 # -- a way back ------------------------------------------------------------------------------------
-def test_a_learner_comes_back_on_another_browser_with_the_recovery_code(tmp_path):
-    app = make_app(tmp_path / "c.sqlite3", class_code=CODE)
+def test_a_learner_comes_back_on_another_browser_with_the_recovery_code(db, tmp_path):
+    app = make_app(db, class_code=CODE)
     ann, answer = join(app, "Ann")
     code = answer["recovery_code"]
     assert re.fullmatch(r"[A-Z2-9]{4}-[A-Z2-9]{4}-[A-Z2-9]{4}", code)
@@ -120,8 +125,9 @@ def test_a_learner_comes_back_on_another_browser_with_the_recovery_code(tmp_path
     assert f">{code}<" in phone.get("/progress").text  # this browser holds the code now too
     assert [lr["name"] for lr in app.state.ctx.store.learners()] == ["Ann"]
     # the store keeps hashes only: neither the code nor a token can be read from the database
-    db = pr.connect(tmp_path / "c.sqlite3")
-    dump = "\n".join(str(tuple(r)) for t in ("learners", "learner_tokens") for r in db.execute(f"SELECT * FROM {t}"))
+    raw = pr.connect(db)
+    dump = "\n".join(str([r[i] for i in range(len(r))]) for t in ("learners", "learner_tokens")
+                     for r in raw.execute(f"SELECT * FROM {t}").fetchall())
     assert code not in dump and code.replace("-", "") not in dump
     assert ann.cookies.get("alignlings_learner") not in dump
 
@@ -135,8 +141,8 @@ def test_a_learner_comes_back_on_another_browser_with_the_recovery_code(tmp_path
     assert tablet.post("/api/join", json={"recovery": new}).json()["name"] == "Ann"
 
 
-def test_the_teacher_renames_merges_and_removes_learners(tmp_path):
-    app = make_app(tmp_path / "c.sqlite3", class_code=CODE)
+def test_the_teacher_renames_merges_and_removes_learners(db):
+    app = make_app(db, class_code=CODE)
     ann, a = join(app, "Ann")
     ann2, a2 = join(app, "Ann (phone)", address="10.0.0.9")
     bo, b = join(app, "Bo", address="10.0.0.8")
@@ -165,8 +171,8 @@ def test_the_teacher_renames_merges_and_removes_learners(tmp_path):
 
     export = t.post(f"/api/teacher/learners/{a['learner']}/remove", json={"history": "delete"}).json()["export"]
     assert len(export["attempts"]) == 1 and len(export["events"]) == 2  # returned before deleting
-    db = pr.connect(tmp_path / "c.sqlite3")
-    assert db.execute("SELECT COUNT(*) FROM attempts WHERE learner = ?", (a["learner"],)).fetchone()[0] == 0
+    raw = pr.connect(db)
+    assert raw.execute("SELECT COUNT(*) FROM attempts WHERE learner = ?", (a["learner"],)).fetchone()[0] == 0
     assert t.post(f"/api/teacher/learners/{a['learner']}/remove", json={"history": "bogus"}).status_code == 422
     # learners never reach these routes
     c, _ = join(app, "Cy", address="10.0.0.7")
