@@ -195,6 +195,14 @@ def locate(ex: Exercise, problem: str) -> str:
     named = re.match(r"(misconception|wrong_fix) ([\w-]+)", text)
     if named:
         return f"{misc}:{_id_line(misc, named.group(2)) or 1}: {text}"
+    drill = re.match(r"quiz [\w-]+:(verdict|reason)(?: option (\d+))?", text)
+    if drill and ex.kind == "bug-or-not":  # its two questions are made from bugornot.toml
+        path = ex.path / "bugornot.toml"
+        if drill.group(1) == "reason" and drill.group(2):
+            line = _nth_line(path, r"^\s*\[\[reason\]\]", int(drill.group(2)) + 1)
+        else:
+            line = _line(path, r"^\s*(observation|why)\b")
+        return f"{path}:{line}: {text}"
     quiz = re.match(r"quiz ([\w-]+)", text)
     if quiz:
         path = ex.path / "quiz.toml"
