@@ -106,30 +106,38 @@ def test_bad_settings_name_the_argument():
 def test_five_names_from_one_address_cannot_lock_out_the_class():
     """Issue 19 §3: one person joins under five names and sends two sleeping checks per name. The
     address is capped (``max_per_address``), so an honest learner on another address is admitted
-    (not 429) and served before that person's remaining gradings."""
+    (not 429), and when one of that person's running checks ends, the honest one goes next, before
+    the person's waiting ones (the address running fewer gradings goes first)."""
     log: list = []
 
     async def scenario():
         q = CheckQueue(max_concurrent=2, max_queue=8, max_per_client=2, max_per_address=4)
-        gate = threading.Event()
+        gates = {}
         evil = []
         for name in range(5):
             for n in range(2):
+                key = f"evil{name}.{n}"
+                gates[key] = threading.Event()
                 evil.append(asyncio.ensure_future(
-                    q.run(_blocker(gate, log, f"evil{name}.{n}"), client=f"10.0.0.66#learner:evil{name}")))
+                    q.run(_blocker(gates[key], log, key), client=f"10.0.0.66#learner:evil{name}")))
                 await asyncio.sleep(0)
         await asyncio.to_thread(_wait_until, lambda: q.stats()["running"] == 2 and q.in_line() == 2)
         refused = [f for f in evil if f.done() and isinstance(f.exception(), QueueFull)]
         assert len(refused) == 6 and all("per address" in str(f.exception()) for f in refused)
-        honest = asyncio.ensure_future(q.run(_blocker(gate, log, "honest"), client="10.0.0.7#learner:ann"))
+        gates["honest"] = threading.Event()
+        honest = asyncio.ensure_future(q.run(_blocker(gates["honest"], log, "honest"), client="10.0.0.7#learner:ann"))
         await asyncio.to_thread(_wait_until, lambda: q.in_line() == 3)
-        gate.set()
+        first = next(name for kind, name in log if kind == "start")
+        gates[first].set()  # one of the person's two running checks ends
+        await asyncio.to_thread(_wait_until, lambda: sum(kind == "start" for kind, _ in log) == 3)
+        for g in gates.values():
+            g.set()
         await asyncio.gather(*evil, honest, return_exceptions=True)
         return honest.result()
 
     assert asyncio.run(scenario()) == "honest"
     starts = [name for kind, name in log if kind == "start"]
-    assert len(starts) == 5 and starts.index("honest") == 2, starts  # before the person's 2 waiting ones
+    assert len(starts) == 5 and starts[2] == "honest", starts  # before the person's 2 waiting ones
 
 
 def test_the_address_running_fewest_goes_next():

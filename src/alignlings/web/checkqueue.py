@@ -6,8 +6,8 @@ address at most ``max_per_address`` whatever names it joined under; one more is 
 (429). So one person with five names and ten sleeping checks holds at most ``max_per_address``
 places and the honest learners still get in. Waiting gradings are served round-robin across
 addresses (and, within one address, across its learners): when a slot frees, the address running
-the fewest gradings goes next, the one that has waited longest since its last turn first, whatever
-order the requests came in.
+the fewest gradings goes next, among equals the one that has waited longest since its last turn,
+whatever order the requests came in.
 
 A client key is ``ADDRESS`` or ``ADDRESS#learner:ID`` (:func:`client_key`): the queue reads the
 address from the key, so the routes only pass the key.
@@ -66,6 +66,8 @@ class CheckQueue:
         self._admitted: dict[str, int] = {}  # client -> gradings running or waiting
         self._by_address: dict[str, int] = {}  # address -> gradings running or waiting
         self._running_by_address: dict[str, int] = {}  # address -> gradings running
+        self._last_turn: dict[str, int] = {}  # address -> its last turn, or when it came (forgotten once idle)
+        self._turns = itertools.count()
         # address -> its clients in turn order -> each client's tickets
         self._waiting: OrderedDict[str, OrderedDict[str, deque[int]]] = OrderedDict()
         self._tickets = itertools.count()
@@ -79,8 +81,7 @@ class CheckQueue:
             total = sum(self._admitted.values())
             return {"running": self._running, "waiting": total - self._running,
                     "max_concurrent": self.max_concurrent, "max_queue": self.max_queue,
-                    "max_per_client": self.max_per_client, "max_per_address": self.max_per_address,
-                    "clients": len(self._admitted), "addresses": len(self._by_address)}
+                    "max_per_client": self.max_per_client, "clients": len(self._admitted)}
 
     def in_line(self) -> int:
         """Gradings standing in the line for a slot (admitted ones not yet in it are not counted)."""
@@ -98,6 +99,8 @@ class CheckQueue:
         with self._cond:
             _drop(self._admitted, client)
             _drop(self._by_address, _address(client))
+            if _address(client) not in self._by_address:
+                self._last_turn.pop(_address(client), None)
 
     def _admit(self, client: str) -> None:
         with self._cond:
@@ -118,10 +121,11 @@ class CheckQueue:
 
     def _next(self) -> tuple[str, str, int] | None:
         """The grading whose turn it is: of the waiting addresses, the one running the fewest
-        gradings (the longest waiting first among equals); its first client in turn; its first ticket."""
+        gradings (among equals, the one that has waited longest since its last turn, or since it came);
+        its first client in turn; its first ticket."""
         if self._running >= self.max_concurrent or not self._waiting:
             return None
-        address = min(self._waiting, key=lambda a: self._running_by_address.get(a, 0))  # stable: turn order
+        address = min(self._waiting, key=lambda a: (self._running_by_address.get(a, 0), self._last_turn[a]))
         client, tickets = next(iter(self._waiting[address].items()))
         return address, client, tickets[0]
 
@@ -135,6 +139,7 @@ class CheckQueue:
         address = _address(client)
         with self._cond:
             self._waiting.setdefault(address, OrderedDict()).setdefault(client, deque()).append(ticket)
+            self._last_turn.setdefault(address, next(self._turns))
             while not self._my_turn(client, ticket):
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -145,6 +150,7 @@ class CheckQueue:
             self._leave(client, ticket, served=True)
             self._running += 1
             self._running_by_address[address] = self._running_by_address.get(address, 0) + 1
+            self._last_turn[address] = next(self._turns)
             self._cond.notify_all()  # the next client in turn may also fit a free slot
         try:
             return fn()
