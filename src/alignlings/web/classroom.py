@@ -44,7 +44,7 @@ LEARNER_COOKIE = "alignlings_learner"
 TEACHER_COOKIE = "alignlings_teacher"
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud or from a board
 PUBLIC = ("/join", "/api/join", "/static/", "/api/health", "/favicon.ico")
-TEACHER = ("/teacher", "/api/teacher/")
+TEACHER = ("/teacher", "/api/teacher/", "/docs", "/redoc", "/openapi.json")  # the API docs: the teacher's too
 
 router = APIRouter()
 
@@ -296,17 +296,22 @@ def status_of(row: dict) -> str:
     return "attempted" if row.get("attempts") or row.get("hints") or row.get("revealed") else "not_started"
 
 
-def class_progress(context: WebContext) -> list[dict]:
+def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None) -> list[dict]:
     """One row per learner and exercise: ``learner`` (id), ``name``, ``exercise`` (key), ``pack``,
-    ``status`` (solved, attempted, not_started), ``attempts``, ``hints``, ``solution_seen``."""
+    ``track``, ``status`` (solved, attempted, not_started), ``attempts``, ``hints``, ``solution_seen``;
+    only the exercises of ``pack_id`` and ``track`` when given (``practice.report.selected``)."""
+    from alignlings.practice import report
+
     store, pack = context.store, context.pack
+    exercises = report.selected(pack, pack_id, track)
     out = []
     for learner in store.learners():
         mine = store.for_learner(learner["id"])
         summaries = {p.id: mine.summary(p.id) for p in pack.packs}
-        for ex in pack:
+        for ex in exercises:
             row = summaries.get(ex.pack, {}).get(ex.id, {})
             out.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key, "pack": ex.pack,
+                        "track": report.track_of(pack, ex),
                         "status": status_of(row), "attempts": int(row.get("attempts", 0)),
                         "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed"))})
     return out
@@ -354,7 +359,11 @@ def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-PROGRESS_COLUMNS = ["name", "learner", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
+PROGRESS_COLUMNS = ["name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
+LEARNER_COLUMNS = ["name", "learner", "last_activity", "time_on_task_s", "solved", "failing_blanks", "misconceptions",
+                   "wrong_choices", "hints", "revealed", "last_submission"]
+EXERCISE_COLUMNS = ["track", "exercise", "pack", "title", "solved", "stuck", "median_attempts", "median_seconds",
+                    "misconceptions", "blanks_wrong"]
 MISCONCEPTION_COLUMNS = ["misconception", "exercise", "pack", "blank", "learners", "feedback"]
 
 
@@ -364,17 +373,45 @@ def _teacher_context(request: Request) -> WebContext:
     return request.app.state.ctx
 
 
+def _filters(request: Request) -> tuple[str | None, str | None]:
+    """``?pack=`` and ``?track=`` (empty: all), checked against the loaded course (422 otherwise)."""
+    from alignlings.practice import report
+
+    pack_id = request.query_params.get("pack") or None
+    track = request.query_params.get("track") or None
+    try:
+        report.selected(request.app.state.ctx.pack, pack_id, track)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return pack_id, track
+
+
+def class_report(context: WebContext, lang: str = "en", pack_id: str | None = None,
+                 track: str | None = None) -> dict:
+    """Who is stuck where: per learner and per exercise (``practice.report``)."""
+    from alignlings.practice import report
+
+    return {"learners": report.learner_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track),
+            "exercises": report.exercise_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)}
+
+
 @router.get("/api/teacher/class", tags=["classroom"])
 def class_json(request: Request) -> dict:
-    """The class: learners, learners x exercises, misconceptions (teacher token only)."""
+    """The class: learners, learners x exercises, misconceptions and the report of who is stuck
+    where (teacher token only); ``?pack=`` and ``?track=`` select exercises."""
     context = _teacher_context(request)
-    return {"learners": context.store.learners(), "progress": class_progress(context),
-            "misconceptions": class_misconceptions(context, lang_of(request))}
+    pack_id, track = _filters(request)
+    lang = lang_of(request)
+    return {"learners": context.store.learners(), "progress": class_progress(context, pack_id, track),
+            "misconceptions": class_misconceptions(context, lang),
+            "report": class_report(context, lang, pack_id, track)}
 
 
 @router.get("/teacher/progress.csv", include_in_schema=False)
 def progress_csv(request: Request) -> Response:
-    return _csv(class_progress(_teacher_context(request)), PROGRESS_COLUMNS, "class-progress.csv")
+    rows = class_progress(_teacher_context(request), *_filters(request))
+    rows.sort(key=lambda r: (r["track"], r["name"]))  # by track: a teacher's own exercises come together
+    return _csv(rows, PROGRESS_COLUMNS, "class-progress.csv")
 
 
 @router.get("/teacher/misconceptions.csv", include_in_schema=False)
@@ -383,20 +420,60 @@ def misconceptions_csv(request: Request) -> Response:
     return _csv(rows, MISCONCEPTION_COLUMNS, "class-misconceptions.csv")
 
 
+def _flat(value) -> str:
+    import json
+
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, ensure_ascii=False)
+    return "" if value is None else str(value)
+
+
+@router.get("/teacher/learners.csv", include_in_schema=False)
+def learners_csv(request: Request) -> Response:
+    report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
+    rows = [{**{k: _flat(v) for k, v in r.items()}, "learner": r["id"], "solved": len(r["solved"]),
+             "last_submission": _flat({k: v for k, v in (r["last_submission"] or {}).items() if k != "code"})}
+            for r in report["learners"]]
+    return _csv(rows, LEARNER_COLUMNS, "class-learners.csv")
+
+
+@router.get("/teacher/exercises.csv", include_in_schema=False)
+def exercises_csv(request: Request) -> Response:
+    report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
+    rows = [{k: _flat(v) for k, v in r.items()} for r in report["exercises"]]
+    return _csv(rows, EXERCISE_COLUMNS, "class-exercises.csv")
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min" if seconds >= 3600 else f"{seconds // 60} min"
+
+
 @router.get("/teacher", include_in_schema=False)
 def teacher_page(request: Request):
     context = _teacher_context(request)
     lang, s = lang_of(request), _s(request)
+    pack_id, track = _filters(request)
+    from alignlings.practice import report as rp
+
     learners = context.store.learners()
-    progress = class_progress(context)
+    progress = class_progress(context, pack_id, track)
     cells = {(r["learner"], r["exercise"]): r for r in progress}
-    exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id)} for ex in context.pack]
+    chosen = rp.selected(context.pack, pack_id, track)
+    exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id), "track": rp.track_of(context.pack, ex)}
+                 for ex in chosen]
     table = [{"name": lr["name"], "id": lr["id"],
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
+    query = "&".join(f"{k}={v}" for k, v in (("pack", pack_id), ("track", track)) if v)
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
                        table=table, misconceptions=class_misconceptions(context, lang),
                        class_code=current_class_code(request.app), learners=learners,
                        removed=context.store.learners(removed=True),
+                       report=class_report(context, lang, pack_id, track), duration=_duration,
+                       packs=[p.id for p in context.pack.packs], tracks=[t.key for t in context.pack.tracks],
+                       chosen_pack=pack_id or "", chosen_track=track or "", query=("?" + query) if query else "",
                        client={"lang": lang, "t": ui(lang), "s": s})
 
 
