@@ -205,3 +205,40 @@ def test_a_class_survives_a_restart_and_a_learner_comes_back_on_another_browser(
                            full_page=True)
         for context in contexts:
             context.close()
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["1280", "390"])
+def test_the_teacher_and_join_pages_are_accessible_and_fit_a_phone(browser, size, tmp_path):
+    """Issue 24 §2: no serious axe violation on the teacher page (its wide table's scroll box is
+    reachable by keyboard) and the join page, nothing pushes them sideways at 390 px, in both
+    languages, with every learner's report opened; screenshots of each."""
+    import httpx
+    from axe_playwright_python.sync_playwright import Axe
+
+    with classroom_server("sqlite", tmp_path) as url:
+        for name, fills in PLAN.items():
+            with httpx.Client(base_url=url, headers={"Origin": url}, timeout=120) as c:
+                assert c.post("/api/join", json={"name": name, "code": CODE}).status_code == 200
+                assert c.post("/api/exercises/dpo-loss/check", json={"fills": fills}).status_code == 200
+                c.post("/api/exercises/dpo-loss/hint", json={})
+        axe = Axe()
+        context = browser.new_context(viewport={"width": size[0], "height": size[1]}, base_url=url)
+        context.set_default_timeout(60_000)
+        page = context.new_page()
+        problems = []
+        os.makedirs("test-artifacts/screenshots", exist_ok=True)
+        for path in ("/join?lang=en", "/join?lang=zh", f"/teacher?token={TEACHER}&lang=en", "/teacher?lang=zh"):
+            page.goto(path)
+            page.wait_for_load_state("networkidle")
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            lang = "zh" if "lang=zh" in path else "en"
+            name = ("teacher" if "teacher" in path else "join") + f"-{lang}-{size[0]}"
+            page.screenshot(path=f"test-artifacts/screenshots/classroom-{name}.png", full_page=True)
+            over = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            if over > 0:
+                problems.append(f"{path}: {over} px of horizontal overflow")
+            for v in axe.run(page).response["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    problems.append(f"{path}: {v['id']} ({v['impact']}): {v['help']} {[n['target'] for n in v['nodes'][:3]]}")
+        context.close()
+        assert not problems, "\n".join(problems)
