@@ -109,7 +109,7 @@ def time_on_task(times: list[float]) -> int:
     if not times:
         return 0
     times = sorted(times)
-    total = SESSION_START_S
+    total: float = SESSION_START_S
     for a, b in zip(times, times[1:]):
         gap = b - a
         total += gap if gap <= IDLE_GAP_S else SESSION_START_S
@@ -243,11 +243,11 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
             "solved": solved, "stuck": stuck,
             "median_attempts": statistics.median(attempts_to_solve) if attempts_to_solve else None,
             "median_seconds": int(statistics.median(seconds_to_solve)) if seconds_to_solve else None,
-            "misconceptions": sorted(({"id": mid, "learners": len(who),
-                                       "feedback": (names[mid].feedback.get(lang) or names[mid].feedback.get("en", ""))
-                                       if mid in names else ""} for mid, who in hits.items()),
-                                     key=lambda m: (-m["learners"], m["id"])),
-            "blanks_wrong": sorted(({"blank": b, "times": n} for b, n in wrong_blanks.items()),
-                                   key=lambda b: (-b["times"], b["blank"])),
+            "misconceptions": [{"id": mid, "learners": len(who),
+                                "feedback": (names[mid].feedback.get(lang) or names[mid].feedback.get("en", ""))
+                                if mid in names else ""}
+                               for mid, who in sorted(hits.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
+            "blanks_wrong": [{"blank": b, "times": n}
+                             for b, n in sorted(wrong_blanks.items(), key=lambda bn: (-bn[1], bn[0]))],
         })
     return rows
