@@ -195,3 +195,9 @@ def test_store_rows_are_read_once_per_table(app, monkeypatch):
     monkeypatch.setattr(pr.ProgressStore, "_read", counting)
     report.learner_rows(store, COURSE)
     assert len(calls) <= 7, calls  # learners + five tables, however many learners and exercises
+
+
+def test_the_class_table_counts_both_kinds_of_hints(app):
+    cells = {(r["name"], r["exercise"]): r for r in teacher(app).get("/api/teacher/class").json()["progress"]}
+    assert cells[("Ann", "dpo-loss")]["hints"] == 1  # one hint of the exercise
+    assert cells[("Bo", "dpo-loss")]["hints"] == 3  # three per-blank hints on the web

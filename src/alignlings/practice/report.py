@@ -74,6 +74,19 @@ def _history(store) -> dict[str, Any]:
     return {"attempts": attempts, "events": events, "quiz": quiz, "reviews": reviews, "settings": settings}
 
 
+def blank_hints_taken(store) -> dict[tuple[str, str], int]:
+    """(learner, exercise key as the web stores it: ``id``, or ``pack/id`` outside the built-in pack)
+    -> per-blank hints taken on the web, for every learner (one query)."""
+    rows = [{k: r[k] for k in ("learner", "key", "value")}
+            for r in store._read("SELECT learner, key, value FROM settings WHERE learner != '' "
+                                 "AND key LIKE 'web.blank_hints_taken:%'")]
+    return _blank_hint_counts(rows)
+
+
+def web_key(ex) -> str:
+    return _web_key(ex)
+
+
 def _blank_hint_counts(settings: list[dict]) -> dict[tuple[str, str], int]:
     """(learner, exercise key as the web stores it) -> per-blank hints taken (the web keeps them as a setting)."""
     out: dict[tuple[str, str], int] = {}

@@ -304,6 +304,7 @@ def class_progress(context: WebContext, pack_id: str | None = None, track: str |
 
     store, pack = context.store, context.pack
     exercises = report.selected(pack, pack_id, track)
+    blank_hints = report.blank_hints_taken(store)  # hints are both kinds: the exercise's and per blank
     out = []
     for learner in store.learners():
         mine = store.for_learner(learner["id"])
@@ -313,7 +314,8 @@ def class_progress(context: WebContext, pack_id: str | None = None, track: str |
             out.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key, "pack": ex.pack,
                         "track": report.track_of(pack, ex),
                         "status": status_of(row), "attempts": int(row.get("attempts", 0)),
-                        "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed"))})
+                        "hints": int(row.get("hints", 0)) + blank_hints.get((learner["id"], report.web_key(ex)), 0),
+                        "solution_seen": bool(row.get("revealed"))})
     return out
 
 
