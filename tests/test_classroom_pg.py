@@ -31,6 +31,20 @@ from test_classroom import (  # noqa: E402, F401
     test_the_teacher_sees_the_class_and_the_common_misconceptions,
 )
 
+# a restart keeps the class, recovery codes, rename/merge/remove (tests/test_classroom_identity.py), on PostgreSQL
+from test_classroom_identity import (  # noqa: E402, F401
+    test_a_learner_comes_back_on_another_browser_with_the_recovery_code,
+    test_a_restart_without_a_code_keeps_the_class_and_its_learners,
+    test_the_teacher_renames_merges_and_removes_learners,
+)
+
+
+@pytest.fixture()
+def db():
+    """The class kept in PostgreSQL (overrides test_classroom_identity's SQLite file)."""
+    wipe()
+    return URL
+
 
 def wipe() -> None:
     with psycopg.connect(URL, autocommit=True) as db:
