@@ -113,6 +113,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     app.state.allow_import = (token is None if allow_import is None else bool(allow_import)) and not classroom
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.templates.env.globals["static_version"] = _version()
+    from alignlings.web.i18n import learner
+
+    app.state.templates.env.globals["learner"] = learner  # templates: {% set l = learner(lang) %}
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (home, exercises, quiz, cloze, toy_grpo, progress):
         app.include_router(module.router)
