@@ -124,6 +124,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     from alignlings.web import bugdrill  # spot-the-bug drills (issue 13)
 
     app.include_router(bugdrill.router)
+    from alignlings.web import toy_dpo  # the toy DPO page (issue 22)
+
+    app.include_router(toy_dpo.router)
     if classroom:
         from alignlings.web import classroom as class_pages
 
