@@ -132,3 +132,89 @@ def test_bug_or_not_page_is_an_exercise_with_neighbours(client):
     assert 'rel="prev"' in page and 'rel="next"' in page and 'id="quiz-way-on"' in page
     quiz = client.get("/quiz?lang=en").text
     assert 'aria-current="page">Quiz' in quiz and 'rel="prev"' not in quiz
+
+
+# -- reference values computed in the background at startup -----------------------------------
+class CountingGrader:
+    """A grader whose trusted values take a moment; counts what was computed, in order."""
+
+    def __init__(self, delay: float = 0.01):
+        import threading
+
+        self.delay, self.order, self.lock = delay, [], threading.Lock()
+
+    def trusted(self, exercise, variant=0):
+        import time
+
+        time.sleep(self.delay)
+        with self.lock:
+            self.order.append(exercise.key)
+        return object()
+
+    def check(self, *args, **kwargs):
+        raise AssertionError("nothing here grades")
+
+    def close(self):
+        pass
+
+
+def test_reference_warm_up_computes_every_code_exercise_in_course_order(tmp_path):
+    import time
+
+    from alignlings.practice.pack import load_pack
+
+    grader = CountingGrader()
+    app = create_app(["dpo-grpo", "bug-drills"], db_path=tmp_path / "p.sqlite3", grader=grader, warm_references=True)
+    expected = [ex.key for ex in load_pack(["dpo-grpo", "bug-drills"]) if ex.is_code]
+    with TestClient(app) as c:
+        deadline = time.time() + 30
+        while (s := c.get("/api/references").json())["done"] < s["total"] and time.time() < deadline:
+            time.sleep(0.05)
+        assert s["enabled"] and s["total"] == len(expected) == s["done"] and s["computing"] is None
+        assert grader.order == expected  # each once, in course order
+        one = c.get("/api/references?exercise=dpo-loss&lang=zh").json()
+        assert one["state"] == "ready" and one["ready"] and "已就绪" in one["message"]
+        assert c.get("/api/references?exercise=nope").status_code == 404
+        assert c.get("/api/references?exercise=concepts").status_code == 404  # a quiz: nothing to compute
+
+
+def test_no_reference_warm_up_when_off(tmp_path, monkeypatch):
+    grader = CountingGrader()
+    monkeypatch.setenv("ALIGNLINGS_WARM_REFERENCES", "0")
+    app = create_app(["dpo-grpo"], db_path=tmp_path / "p.sqlite3", grader=grader, warm_references=None)
+    with TestClient(app) as c:
+        s = c.get("/api/references?exercise=dpo-loss").json()
+        assert s["enabled"] is False and s["ready"] is True
+    assert grader.order == []
+
+
+def test_trusted_values_are_computed_once_when_a_check_and_the_warm_up_race(monkeypatch):
+    import threading
+    import time
+
+    from alignlings.practice.grader import Grader
+
+    grader = Grader(warm=False)
+    calls = []
+
+    def slow(exercise, variant, check, key):
+        calls.append(exercise.id)
+        time.sleep(0.3)
+        return ("values", exercise.id)
+
+    def remember(exercise, variant, check, key):  # like _compute_trusted: keep it in memory
+        run = slow(exercise, variant, check, key)
+        with grader._lock:
+            grader._trusted[(exercise.id, variant)] = (key, run)
+        return run
+
+    monkeypatch.setattr(grader, "_compute_trusted", remember)
+    ex = grader.pack.get("dpo-loss")
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(grader.trusted(ex))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    grader.close()
+    assert calls == ["dpo-loss"] and out == [("values", "dpo-loss")] * 3

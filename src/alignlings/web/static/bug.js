@@ -147,8 +147,12 @@
     const btn = $("check-btn");
     btn.disabled = true;
     const code = editor.value;
+    btn.textContent = T.checking;
+    const stopWait = referenceProgress(CLIENT.exercise, btn.closest(".actions") || btn);
     const res = await apiQueued("POST", `/api/exercises/${CLIENT.exercise}/check`, { code },
                                 () => { $("verdict-head").textContent = T.busy; });
+    stopWait();
+    btn.textContent = T.check;
     btn.disabled = false;
     if (!res.ok) {
       $("verdict").hidden = false;

@@ -48,3 +48,23 @@ function el(tag, attrs, ...children) {
   for (const c of children) node.append(c);
   return node;
 }
+
+/* While a check of `exercise` runs, say how far the server's background computation of the
+   reference values is, if the check has to wait for it (web/references.py): a line after `anchor`.
+   Returns the function that stops it (call it when the check is back). */
+function referenceProgress(exercise, anchor) {
+  let stopped = false, timer = null, note = null;
+  async function poll() {
+    const res = await api("GET", `/api/references?exercise=${encodeURIComponent(exercise)}`);
+    if (stopped || !res.ok || !res.data.enabled) return;
+    if (!res.data.ready) {
+      if (!note) { note = el("p", { class: "check-wait", id: "check-wait", role: "status" }); anchor.after(note); }
+      note.textContent = res.data.message;
+      timer = setTimeout(poll, 800);
+    } else if (note) {
+      note.textContent = T.checking;
+    }
+  }
+  timer = setTimeout(poll, 300);  // a check that is quick never shows it
+  return () => { stopped = true; clearTimeout(timer); if (note) note.remove(); };
+}

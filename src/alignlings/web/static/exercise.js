@@ -198,8 +198,10 @@
     busy = true;
     checkBtn.disabled = true;
     checkBtn.textContent = T.checking;
+    const stopWait = referenceProgress(CLIENT.exercise, checkBtn.closest(".actions") || checkBtn);
     const res = await apiQueued("POST", `/api/exercises/${CLIENT.exercise}/check`, { fills: inputs.map((x) => x.value) },
       () => { checkBtn.textContent = T.busy_retrying; });
+    stopWait();
     busy = false;
     checkBtn.disabled = false;
     checkBtn.textContent = T.check;
