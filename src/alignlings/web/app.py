@@ -139,6 +139,10 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
 
     app.include_router(toy_dpo.router)
     app.include_router(references.router)
+    from alignlings.web import figures as figure_pages
+
+    app.include_router(figure_pages.router)
+    app.state.templates.env.globals["figures_for"] = figure_pages.for_page  # {% for f in figures_for(id, lang) %}
     if classroom:
         from alignlings.web import classroom as class_pages
 
