@@ -218,3 +218,15 @@ def test_trusted_values_are_computed_once_when_a_check_and_the_warm_up_race(monk
         t.join()
     grader.close()
     assert calls == ["dpo-loss"] and out == [("values", "dpo-loss")] * 3
+
+
+def test_home_marks_a_revealed_solution_in_its_row(tmp_path):
+    app = create_app(["dpo-grpo", "bug-drills"], db_path=tmp_path / "p.sqlite3", grader=NoGrader(), warm_up=False)
+    with TestClient(app) as c:
+        assert 'class="tag revealed"' not in c.get("/?lang=en").text
+        app.state.ctx.store.record_solution_revealed("sft-loss", pack="dpo-grpo")
+        for lang, word in (("en", "solution seen"), ("zh", "看过答案")):
+            page = c.get(f"/?lang={lang}").text
+            row = page[page.index('data-id="sft-loss"'):]
+            row = row[:row.index("</li>")]
+            assert f'<span class="tag revealed">{word}</span>' in row
