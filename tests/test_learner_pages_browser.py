@@ -419,3 +419,27 @@ def test_home_labels_title_once_and_cloze_check_within_reach_on_a_phone(make_pag
     b = btn.bounding_box()
     assert 0 <= b["y"] and b["y"] + b["height"] <= 844, b
     shot(phone, f"issue22-cloze-{lang}-390")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_failing_visible_case_plots_the_learners_values_against_the_expected(make_page, server, lang, size):
+    from alignlings.practice import blanks as bl
+
+    dpo = PACK.get("dpo-loss")
+    fills = [b.answer for b in bl.find_blanks(dpo.solution_source)]
+    m = next(m for m in dpo.misconceptions if m.blank == len(fills))  # the last blank: the loss itself
+    fills[-1] = m.fill
+    pg = make_page(size)
+    pg.goto(f"/exercises/dpo-loss?lang={lang}")
+    for i, f in enumerate(fills, start=1):
+        pg.fill(f"#blank-{i}", f)
+    pg.click("#check-btn")
+    pg.wait_for_selector("#verdict.failed #cases li")
+    plot = pg.locator("#cases svg.values-plot").first
+    plot.wait_for(state="visible")
+    assert plot.locator("circle.expected").count() >= 1 and plot.locator("path.got").count() >= 1
+    label = plot.get_attribute("aria-label")
+    assert ("expected" in label) if lang == "en" else ("期望值" in label)
+    assert plot.bounding_box()["x"] + plot.bounding_box()["width"] <= size[0]
+    shot(pg, f"issue22-values-plot-{lang}-{size[0]}")

@@ -135,7 +135,8 @@
       el("span", { "aria-hidden": "true", text: c.passed ? "✓ " : (c.not_run ? "○ " : "✗ ") }),
       el("strong", { text: c.title || c.name }), " ",
       el("span", { class: "kind", text: CLIENT.lang === "zh" ? `（${T[`kind_${c.kind}`] || c.kind}）` : `(${T[`kind_${c.kind}`] || c.kind})` }),
-      c.passed ? "" : el("span", { class: "case-msg", html: ` ${c.message_html ? caseMessageHtml(c) : ""}` }));
+      c.passed ? "" : el("span", { class: "case-msg", html: ` ${c.message_html ? caseMessageHtml(c) : ""}` }),
+      c.passed || c.kind === "hidden" ? "" : (valuesPlot(c.diff, fill(document.getElementById("cases").dataset.plotLabel || "{case}", { case: c.title || c.name })) || ""));
   }
   function caseMessageHtml(c) {
     const text = caseMessage(c);
