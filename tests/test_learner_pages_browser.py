@@ -123,7 +123,10 @@ def test_bug_drill_drafts_keys_and_verdict(make_page, server, lang, size):
     editor.click()
     pg.keyboard.press("Control+Home")
     pg.keyboard.type("# looked here\n")
+    asked = []
+    pg.once("dialog", lambda d: (asked.append(d.type), d.accept()))  # leaving with unchecked changes asks
     pg.reload()
+    assert asked == ["beforeunload"]
     assert pg.locator("#draft-note").is_visible()
     assert editor.input_value().startswith("# looked here\n")
 

@@ -66,12 +66,6 @@
     try { if (!dirty()) localStorage.removeItem(draftKey); } catch (e) { /* ignore */ }
   }
   renumber();
-    } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-      e.preventDefault();
-      check();
-    }
-  });
-  renumber();
 
   async function showDiff() {
     const res = await api("POST", `/api/bug/${CLIENT.exercise}/diff`, { code: editor.value });
