@@ -58,7 +58,7 @@ class Page:
     def __init__(self, browser, server, size):
         self.context = browser.new_context(viewport={"width": size[0], "height": size[1]}, base_url=server)
         self.page = self.context.new_page()
-        self.page.set_default_timeout(120_000)
+        self.page.set_default_timeout(45_000)
         self.errors: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
 
@@ -191,13 +191,17 @@ def test_bug_or_not_has_neighbours_and_a_way_on(make_page, server, lang, size):
     assert pg.locator("header nav a[aria-current=page]").get_attribute("href") == "/"
     assert pg.locator(".crumbs a[rel=prev]").get_attribute("href") == f"/exercises/{order[i - 1]}"
     assert pg.locator(".crumbs a[rel=next]").get_attribute("href") == f"/exercises/{order[i + 1]}"
-    for n in range(len(ex.quiz)):
-        art = pg.locator(f"article.question[data-n='{n + 1}']")
+    way_on = pg.locator("#quiz-way-on")
+    for _ in range(2 * len(ex.quiz)):  # answer the open questions (an earlier test may have answered some)
+        if way_on.is_visible():
+            break
+        art = pg.locator("article.question:not([hidden])")
         if art.get_attribute("data-answered") is None:
             art.locator("button.option").first.click()
-            pg.wait_for_selector(f"article.question[data-n='{n + 1}'][data-answered]")
-        if n + 1 < len(ex.quiz):
-            art.locator("button.next").click()
+            pg.wait_for_function("document.querySelector('article.question:not([hidden])').dataset.answered")
+        nxt = art.locator("button.next")
+        if nxt.count() and nxt.is_visible():
+            nxt.click()
     way = pg.locator("#quiz-next-exercise")
     way.wait_for(state="visible")
     shot(pg, f"issue22-bug-or-not-{lang}-{size[0]}")

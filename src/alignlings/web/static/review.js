@@ -226,7 +226,7 @@
 
   /* a unified diff, coloured line by line: the reference fix against the buggy file */
   function diffView(text) {
-    const pre = el("pre", { class: "diff bug-fix", tabindex: "0" });
+    const pre = el("pre", { class: "diff bug-fix", tabindex: "0", role: "region", "aria-label": L.reference_fix || "diff" });
     (text || "").split("\n").forEach((line, i) => {
       const kind = line.startsWith("@@") ? "hunk" : (line.startsWith("---") || line.startsWith("+++")) ? "meta"
                  : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
