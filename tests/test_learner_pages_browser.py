@@ -430,12 +430,12 @@ def test_home_labels_title_once_and_cloze_check_within_reach_on_a_phone(make_pag
 
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_a_failing_visible_case_plots_the_learners_values_against_the_expected(make_page, server, lang, size):
+def test_a_wrong_blank_plots_the_learners_values_against_the_expected(make_page, server, lang, size):
     from alignlings.practice import blanks as bl
 
     dpo = PACK.get("dpo-loss")
     fills = [b.answer for b in bl.find_blanks(dpo.solution_source)]
-    m = next(m for m in dpo.misconceptions if m.blank == len(fills))  # the last blank: the loss itself
+    m = next(m for m in dpo.misconceptions if m.id == "sign-dropped")  # the loss itself, of the wrong sign
     fills[-1] = m.fill
     pg = make_page(size)
     pg.goto(f"/exercises/dpo-loss?lang={lang}")
@@ -443,7 +443,7 @@ def test_a_failing_visible_case_plots_the_learners_values_against_the_expected(m
         pg.fill(f"#blank-{i}", f)
     pg.click("#check-btn")
     pg.wait_for_selector("#verdict.failed #cases li")
-    plot = pg.locator("#cases svg.values-plot").first
+    plot = pg.locator(f'.blank-fb[data-index="{m.blank}"] svg.values-plot').first
     plot.wait_for(state="visible")
     assert plot.locator("circle.expected").count() >= 1 and plot.locator("path.got").count() >= 1
     label = plot.get_attribute("aria-label")

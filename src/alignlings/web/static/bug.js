@@ -6,7 +6,6 @@
   const editor = document.getElementById("bug-editor");
   const gutter = document.getElementById("bug-gutter");
   const $ = (id) => document.getElementById(id);
-  const fill = (t, v) => Object.entries(v).reduce((a, [k, x]) => a.replaceAll(`{${k}}`, x), t || "");
 
   function renumber() {
     const n = editor.value.split("\n").length;
@@ -104,8 +103,6 @@
       if (c.passed) li.append(c.title || (c.label && c.label[CLIENT.lang]) || c.name);
       else li.append(el("span", { class: "case-msg", html: c.message_html || "" }));
       if (!c.passed && !c.message_html) li.lastChild.textContent = c.message;
-      const plot = !c.passed && c.kind !== "hidden" && valuesPlot(c.diff, fill(CLIENT.l.values_plot, { case: c.title || c.name }));
-      if (plot) li.append(plot);
       return li;
     }));
     $("stdout-box").hidden = !v.stdout;
@@ -158,6 +155,7 @@
       return;
     }
     markSaved(code);  // the server keeps the checked file: no longer a draft
+    $("draft-note").hidden = true;
     showVerdict(res.data);
   }
 

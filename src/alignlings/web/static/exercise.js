@@ -125,6 +125,10 @@
       if (!b.message_html && b.message) row.lastChild.textContent = b.message;
       const d = diffLine(b.diff);
       if (d) row.append(el("span", { class: "diff", text: d }));
+      // beside the numbers: a small picture of the learner's values against the expected ones
+      const plot = valuesPlot(b.diff, fill(document.getElementById("cases").dataset.plotLabel || "{case}",
+                                           { case: `TODO ${b.index}` }));
+      if (plot) row.append(plot);
       if (b.misconception) row.dataset.misconception = b.misconception;
       row.hidden = !b.message && !d;
     }
@@ -135,8 +139,7 @@
       el("span", { "aria-hidden": "true", text: c.passed ? "✓ " : (c.not_run ? "○ " : "✗ ") }),
       el("strong", { text: c.title || c.name }), " ",
       el("span", { class: "kind", text: CLIENT.lang === "zh" ? `（${T[`kind_${c.kind}`] || c.kind}）` : `(${T[`kind_${c.kind}`] || c.kind})` }),
-      c.passed ? "" : el("span", { class: "case-msg", html: ` ${c.message_html ? caseMessageHtml(c) : ""}` }),
-      c.passed || c.kind === "hidden" ? "" : (valuesPlot(c.diff, fill(document.getElementById("cases").dataset.plotLabel || "{case}", { case: c.title || c.name })) || ""));
+      c.passed ? "" : el("span", { class: "case-msg", html: ` ${c.message_html ? caseMessageHtml(c) : ""}` }));
   }
   function caseMessageHtml(c) {
     const text = caseMessage(c);
