@@ -298,6 +298,7 @@ def test_review_code_is_highlighted_tab_indents_and_the_reference_fix_is_labelle
                 assert pg.locator(".bug-fix-label").is_visible()
                 assert ("reference" in pg.inner_text(".bug-fix-label").lower() or "参考" in pg.inner_text(".bug-fix-label"))
                 assert pg.locator("pre.bug-fix .diff-add").count() >= 1 and pg.locator("pre.bug-fix .diff-del").count() >= 1
+                assert "+++ the reference fix" in pg.inner_text("pre.bug-fix")
                 color = pg.eval_on_selector("pre.bug-fix .diff-add", "e => getComputedStyle(e).backgroundColor")
                 assert color not in ("rgba(0, 0, 0, 0)", "transparent")
                 assert not axe_problems(pg)

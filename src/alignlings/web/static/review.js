@@ -124,7 +124,7 @@
       hintBtn.hidden = true;
     } else if (it.form === "bug") {
       if (it.statement_html) body.append(el("div", { class: "prose", html: it.statement_html }));
-      const area = el("textarea", { class: "code bug-file", spellcheck: "false", autocomplete: "off",
+      const area = el("textarea", { class: "code bug-file", spellcheck: "false", autocomplete: "off", wrap: "off",
                                     rows: String(Math.min(40, it.source.split("\n").length + 1)),
                                     "aria-label": R.bug_label, id: "review-file" });
       area.value = it.source;
@@ -231,7 +231,9 @@
       const kind = line.startsWith("@@") ? "hunk" : (line.startsWith("---") || line.startsWith("+++")) ? "meta"
                  : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
       if (i) pre.append("\n");
-      pre.append(el("span", { class: `diff-${kind}`, text: line }));
+      // the engine labels the new side "yours.py": here it is the reference fix
+      const shown = line.startsWith("+++") && L.reference_label ? `+++ ${L.reference_label}` : line;
+      pre.append(el("span", { class: `diff-${kind}`, text: shown }));
     });
     return pre;
   }
