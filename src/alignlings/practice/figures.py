@@ -265,7 +265,7 @@ def _render(name: str, lang: str) -> str:
     import matplotlib.pyplot as plt
 
     s = _s(lang)
-    rc = {"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False,
+    rc: dict = {"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False,
           "font.family": ["DejaVu Sans", "Noto Sans CJK SC", "WenQuanYi Micro Hei", "PingFang SC",
                           "Microsoft YaHei", "sans-serif"], "svg.hashsalt": "alignlings"}
     import logging
@@ -313,9 +313,9 @@ def _draw(plt, name: str, s: dict[str, str]) -> str:
         axes[0].legend(frameon=False, fontsize=8, loc="upper left")
     elif name == "kl-estimators":
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 3.3))
-        x = np.linspace(-2, 2, 201)
-        for k, v in kl_estimators(x).items():
-            ax1.plot(x, v, color=COLORS[k], label=k)
+        xs = np.linspace(-2, 2, 201)
+        for k, v in kl_estimators(xs).items():
+            ax1.plot(xs, v, color=COLORS[k], label=k)
         ax1.axhline(0, color="#999", lw=0.8)
         ax1.set(xlabel="log r = log π_ref − log π_θ", ylabel=s["estimate"], title=s["kl_left"])
         ax1.legend(frameon=False)
