@@ -120,6 +120,9 @@ def test_pages_and_routes(tmp_path):
         r = c.get("/figures/ppo-clip.svg?lang=zh")
         assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and "截断" in r.text
         assert c.get("/figures/nope.svg").status_code == 404
+        narrow = c.get("/figures/ppo-clip.svg?lang=en&layout=narrow").text
+        assert 'width="331.2pt" height="475.2pt"' in narrow  # the panels stacked, for a phone
+        assert c.get("/figures/ppo-clip.svg?layout=tall").status_code == 422
         assert "A=+1" in c.get("/figures/ppo-clip.txt").text
         page = c.get("/exercises/kl-estimators?lang=en").text
         assert 'src="/figures/kl-estimators.svg?lang=en"' in page and "<details>" in page

@@ -399,6 +399,8 @@ def test_pictures_load_fit_and_have_a_text_version(make_page, server, lang, size
         img.scroll_into_view_if_needed()
         pg.wait_for_function(f"document.querySelector('#figure-{name} img').naturalWidth > 0")
         assert img.bounding_box()["width"] <= size[0]
+        narrow = "layout=narrow" in img.evaluate("e => e.currentSrc")
+        assert narrow == (size[0] <= 640)  # a phone gets the panels one above the other
         pg.locator(f"#figure-{name} summary").click()
         assert len(pg.inner_text(f"#figure-{name} pre")) > 100
         if ex == "ppo-clip":

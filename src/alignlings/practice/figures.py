@@ -233,16 +233,17 @@ def _cache_dir() -> Path:
 
 
 @lru_cache(maxsize=16)
-def svg(name: str, lang: str = "en") -> str:
-    """The picture as an SVG document (text kept as text: the browser's fonts draw Chinese)."""
+def svg(name: str, lang: str = "en", narrow: bool = False) -> str:
+    """The picture as an SVG document (text kept as text: the browser's fonts draw Chinese).
+    ``narrow``: the two panels one above the other, for a phone's width."""
     _check(name, lang)
-    path = _cache_dir() / f"{name}-{lang}-{_version()}.svg"
+    path = _cache_dir() / f"{name}-{lang}{'-narrow' if narrow else ''}-{_version()}.svg"
     try:
         return path.read_text(encoding="utf-8")
     except OSError:
         pass
     with _LOCK:  # pyplot's state is global to the process
-        out = _render(name, lang)
+        out = _render(name, lang, narrow)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -256,7 +257,7 @@ def svg(name: str, lang: str = "en") -> str:
 COLORS = {"k1": "#2f6db5", "k2": "#d1495b", "k3": "#2e9e5b", "a": "#2f6db5", "b": "#d1495b"}
 
 
-def _render(name: str, lang: str) -> str:
+def _render(name: str, lang: str, narrow: bool = False) -> str:
     import warnings
 
     import matplotlib
@@ -276,14 +277,16 @@ def _render(name: str, lang: str) -> str:
     try:
         with plt.rc_context(rc), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # CJK glyphs are measured with DejaVu's metrics, drawn by the browser
-            return _draw(plt, name, s)
+            return _draw(plt, name, s, narrow)
     finally:
         font_log.setLevel(level)
 
 
-def _draw(plt, name: str, s: dict[str, str]) -> str:
+def _draw(plt, name: str, s: dict[str, str], narrow: bool = False) -> str:
+    # side by side on a screen; one above the other on a phone, where both stay readable
+    layout = {"nrows": 2, "ncols": 1, "figsize": (4.6, 6.6)} if narrow else {"nrows": 1, "ncols": 2, "figsize": (8.4, 3.3)}
     if name == "dpo-loss":
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 3.3))
+        fig, (ax1, ax2) = plt.subplots(**layout)
         d = np.linspace(-30, 30, 301)
         for beta, color in ((0.1, COLORS["a"]), (0.5, COLORS["b"])):
             loss, weight = dpo_curves(d, beta)
@@ -296,7 +299,7 @@ def _draw(plt, name: str, s: dict[str, str]) -> str:
         ax1.legend(frameon=False)
         ax2.legend(frameon=False)
     elif name == "ppo-clip":
-        fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.3), sharey=False)
+        fig, axes = plt.subplots(**layout)
         r = np.linspace(0.0, 2.0, 401)
         eps = 0.2
         for ax, adv, key in ((axes[0], 1.0, "ppo_pos"), (axes[1], -1.0, "ppo_neg")):
@@ -312,7 +315,7 @@ def _draw(plt, name: str, s: dict[str, str]) -> str:
             ax.set(xlabel="ρ = π_θ / π_old", ylabel=s["objective"], title=s[key])
         axes[0].legend(frameon=False, fontsize=8, loc="upper left")
     elif name == "kl-estimators":
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 3.3))
+        fig, (ax1, ax2) = plt.subplots(**layout)
         xs = np.linspace(-2, 2, 201)
         for k, v in kl_estimators(xs).items():
             ax1.plot(xs, v, color=COLORS[k], label=k)
@@ -328,7 +331,7 @@ def _draw(plt, name: str, s: dict[str, str]) -> str:
         ax2.set(xlabel=s["mu"], title=s["kl_right"], yscale="symlog", ylim=(-1.5, 60))
         ax2.legend(frameon=False, fontsize=7, ncol=2)
     else:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 3.3))
+        fig, (ax1, ax2) = plt.subplots(**layout)
         setup = GAESetup()
         rewards = setup.sample(1, np.random.default_rng(3))
         t = np.arange(setup.T)
