@@ -136,3 +136,8 @@ def show(
     level = LEVEL.get(lang, LEVEL["en"]).format(n=ex.level)
     out.print(f"[bold]{ex.title[lang]}[/]{'（' if lang == 'zh' else ' ('}{level}{'）' if lang == 'zh' else ')'}\n")
     out.print(Markdown(_markdown_safe(ex.texts(lang).statement)))
+    from alignlings.practice import figures  # the page's pictures, as text (issue 22)
+
+    for name in figures.for_exercise(ex.id):
+        out.print("")
+        out.print(figures.text(name, lang), markup=False, highlight=False)

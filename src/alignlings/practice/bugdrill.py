@@ -200,7 +200,7 @@ def verdict_lines(verdict: dict, lang: str) -> list[str]:
     if not info:
         return []
     lines = [info["changes"]]
-    if info.get("message"):
+    if info.get("message") and info["message"] != info["changes"]:  # "not changed yet" once, not twice
         lines.append(info["message"])
     if info.get("failing"):
         lines.append(msg("still_failing", lang, cases=msg("join", lang).join(info["failing"][:4])))

@@ -183,6 +183,9 @@ class Grader:
         self._warm = None
         self._lock = threading.Lock()
         self._trusted: dict[tuple[str, int], tuple[str, TrustedRun]] = {}  # (id, variant) -> (key, run)
+        # one computation per (id, variant) at a time: a check that arrives while the web app's
+        # background warm-up computes the same values waits for them instead of computing them twice
+        self._computing: dict[tuple[str, int], threading.Lock] = {}
         self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
                                         thread_name_prefix="alignlings-grade")
         self._session_state = _SessionState()
@@ -256,6 +259,15 @@ class Grader:
             hit = self._trusted.get((exercise.id, variant))
             if hit and hit[0] == key:
                 return hit[1]
+            computing = self._computing.setdefault((exercise.id, variant), threading.Lock())
+        with computing:
+            with self._lock:
+                hit = self._trusted.get((exercise.id, variant))
+                if hit and hit[0] == key:
+                    return hit[1]
+            return self._compute_trusted(exercise, variant, check, key)
+
+    def _compute_trusted(self, exercise: Exercise, variant: int, check: str, key: str) -> TrustedRun:
         raw = self._read_cache(exercise, key)
         if raw is None:
             source, blanks = exercise.solution_source, self.blanks(exercise)

@@ -49,7 +49,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
                max_toy_runs_per_learner: int | None = None, max_joins_per_address: int = 10,
                warm_up: bool = True, allowed_hosts: list[str] | None = None,
                allow_import: bool | None = None, classroom: bool = False,
-               class_code: str | None = None) -> FastAPI:
+               class_code: str | None = None, warm_references: bool | None = None) -> FastAPI:
     """Build the practice app.
 
     Args:
@@ -85,6 +85,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
             name and ``class_code`` and get their own progress; ``token`` is then the teacher's
             (``/teacher`` only), not required of learners. Needs a token; import is off.
         class_code: the code learners join with (None: a new random one, ``app.state.class_code``).
+        warm_references: compute every code exercise's trusted reference values in the background
+            at startup (``alignlings.web.references``), so that no first check waits for them.
+            None (the default): on with ``warm_up`` unless ``$ALIGNLINGS_WARM_REFERENCES=0``.
 
     Without a token, state-changing requests must be same-origin JSON (``SameOriginMiddleware``:
     a cross-site form or script cannot change progress); every response says
@@ -110,9 +113,17 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     async def lifespan(app: FastAPI):
         if warm_up and context._grader is None:
             threading.Thread(target=context.warm_up, name="alignlings-grader-warmup", daemon=True).start()
+        from alignlings.web import references
+
+        warm_refs = (warm_up and context._owns_grader and references.enabled_by_env()
+                     if warm_references is None else warm_references)
+        if warm_refs:
+            references.start(context)  # after the grader: it waits for it (issue 22)
         try:
             yield
         finally:
+            if getattr(context, "references", None) is not None:
+                context.references.stop()
             context.close()
 
     app = FastAPI(title="alignlings", version=_version(), lifespan=lifespan,
@@ -121,6 +132,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     app.state.allow_import = (token is None if allow_import is None else bool(allow_import)) and not classroom
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.templates.env.globals["static_version"] = _version()
+    from alignlings.web.i18n import learner
+
+    app.state.templates.env.globals["learner"] = learner  # templates: {% set l = learner(lang) %}
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (home, exercises, quiz, cloze, toy_grpo, progress):
         app.include_router(module.router)
@@ -129,6 +143,14 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     from alignlings.web import bugdrill  # spot-the-bug drills (issue 13)
 
     app.include_router(bugdrill.router)
+    from alignlings.web import references, toy_dpo  # the toy DPO page, reference warm-up (issue 22)
+
+    app.include_router(toy_dpo.router)
+    app.include_router(references.router)
+    from alignlings.web import figures as figure_pages
+
+    app.include_router(figure_pages.router)
+    app.state.templates.env.globals["figures_for"] = figure_pages.for_page  # {% for f in figures_for(id, lang) %}
     if classroom:
         from alignlings.web import classroom as class_pages
 

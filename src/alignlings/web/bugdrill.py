@@ -20,7 +20,7 @@ from alignlings.practice.pack import Exercise
 from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
-from alignlings.web.i18n import ui
+from alignlings.web.i18n import learner, ui
 
 router = APIRouter()
 
@@ -90,15 +90,8 @@ def last_code(request: Request, ex: Exercise) -> str | None:
     return None
 
 
-def bug_page(request: Request, ex: Exercise):
-    """The drill's page (``GET /exercises/{id}`` for a bug drill)."""
-    from alignlings.web.exercises import hints_taken, web_statement
-
-    lang = lang_of(request)
-    texts = ex.texts(lang)
-    taken = hints_taken(request, ex)  # as the hint route records them
-    row = ctx(request).store.summary(ex.pack).get(ex.id, {})
-    solved = bool(row.get("solved"))
+def neighbours(request: Request, ex: Exercise, lang: str) -> tuple[dict | None, dict | None]:
+    """The exercises before and after ``ex`` in the course (``{id, title, url}``, None at an end)."""
     pack = ctx(request).pack
     order = list(pack.exercises)
     i = order.index(ex.key) if ex.key in order else order.index(ex.id)
@@ -109,6 +102,19 @@ def bug_page(request: Request, ex: Exercise):
         other = pack.get(order[j])
         return {"id": other.key, "title": other.title.get(lang, other.id), "url": f"/exercises/{other.key}"}
 
+    return link(i - 1), link(i + 1)
+
+
+def bug_page(request: Request, ex: Exercise):
+    """The drill's page (``GET /exercises/{id}`` for a bug drill)."""
+    from alignlings.web.exercises import hints_taken, web_statement
+
+    lang = lang_of(request)
+    texts = ex.texts(lang)
+    taken = hints_taken(request, ex)  # as the hint route records them
+    row = ctx(request).store.summary(ex.pack).get(ex.id, {})
+    solved = bool(row.get("solved"))
+    prev, nxt = neighbours(request, ex, lang)
     code = last_code(request, ex) or ex.buggy_source
     strings = STRINGS.get(lang, STRINGS["en"])
     return render_page(
@@ -116,6 +122,6 @@ def bug_page(request: Request, ex: Exercise):
         statement_html=render.markdown(web_statement(texts.statement)), code=code,
         hints=[render.inline_markdown(h) for h in texts.hints[:taken]], hints_total=len(texts.hints),
         solved=solved, story_html=render.markdown(texts.story) if solved else "",
-        diff_html=diff_html(ex.buggy_source, code), prev=link(i - 1), next=link(i + 1),
+        diff_html=diff_html(ex.buggy_source, code), prev=prev, next=nxt,
         client={"lang": lang, "t": ui(lang), "s": strings, "exercise": ex.key, "buggy": ex.buggy_source,
-                "next": link(i + 1)})
+                "next": nxt, "l": learner(lang)})

@@ -202,7 +202,7 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         verdict, code = service.grade_and_record(c.grader(), c.store, ex, code=body.code, fills=body.fills,
                                                  lang=lang, source="web")
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
-            return verdict
+            return web_verdict.file_for_web(verdict, lang=lang) if ex.is_bug else verdict
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
                                    graded_code=code, lang=lang)
 

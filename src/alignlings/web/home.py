@@ -29,7 +29,7 @@ def groups(request: Request) -> list[dict]:
                 row = summaries[part.id].get(ex.id, {})
                 rows.append({"id": key, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
                              "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
-                             "hints": int(row.get("hints", 0))})
+                             "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed"))})
             needs = [pack.track(r).title.get(lang, r) for r in track.requires]
             title = part.title if track.implicit and len(part.tracks) == 1 else track.title
             tracks.append({"id": track.key, "title": title.get(lang, track.id), "rows": rows,

@@ -32,3 +32,19 @@ assert not set(UI) & set(dir(dict)), "UI keys must not shadow dict methods"
 def ui(lang: str) -> dict[str, str]:
     """The interface strings in one language (for templates and for the page's scripts)."""
     return {key: value.get(lang) or value["en"] for key, value in UI.items()}
+
+
+LEARNER = i18n.lang_table("web.learner")  # strings: locales/{en,zh}.toml [web.learner]
+
+
+def learner(lang: str) -> dict[str, str]:
+    """The learner pages' newer strings (bug drills, review card, toy DPO, pictures) in one language."""
+    return LEARNER.get(lang, LEARNER["en"])
+
+
+def days(n: float, lang: str) -> str:
+    """"1 day", "2 days", "0.5 days" / "1 天": English plural rules (only exactly 1 is singular)."""
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        raise ValueError(f"n: expected a number of days, got {n!r}")
+    shown = f"{n:g}"
+    return learner(lang)["days_one" if shown == "1" else "days_other"].format(n=shown)

@@ -140,6 +140,12 @@ def quiz_page(request: Request, only: str | None = None):
         right = sum(1 for q in ex.quiz if answered.get(q.id, {}).get("correct"))
         rounds.append({"exercise": ex.key, "answered": sum(1 for q in ex.quiz if q.id in answered),
                        "right": right, "total": len(ex.quiz)})
-    return render_page(request, "quiz.html", nav="quiz", title=title, questions=questions, rounds=rounds,
+    prev = nxt = None
+    if only and len(exercises) == 1:  # a bug-or-not drill: an exercise among the others (issue 22)
+        from alignlings.web.bugdrill import neighbours
+
+        prev, nxt = neighbours(request, exercises[0], lang)
+    return render_page(request, "quiz.html", nav="home" if only else "quiz", title=title, questions=questions,
+                       rounds=rounds, prev=prev, next=nxt, drill=bool(only),
                        client={"lang": lang, "t": ui(lang), "questions": questions, "answered": answered,
-                               "rounds": rounds})
+                               "rounds": rounds, "next": nxt})

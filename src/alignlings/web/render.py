@@ -173,6 +173,15 @@ def highlight(source: str, holes: list[Hole] | tuple = (), after_line: dict[int,
     return '<pre class="code">' + "".join(out) + "</pre>"
 
 
+def highlight_lines(source: str) -> list[str]:
+    """Highlighted Python, one HTML fragment per line of ``source`` (no ``<pre>``, no line wrapper):
+    for pages that lay the lines out themselves (the Review page puts inputs into one of them)."""
+    html_ = highlight(source)
+    rows = re.findall(r'<span class="line" data-line="\d+">(.*?)</span>(?=<span class="line"|</pre>)', html_, re.S)
+    n = len(source.splitlines())
+    return (rows + [""] * n)[:n]
+
+
 def offsets(source: str) -> list[int]:
     """Offset of the start of each line (index 0 = line 1)."""
     starts, total = [], 0

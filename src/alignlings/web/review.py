@@ -19,7 +19,7 @@ from alignlings import i18n
 from alignlings.web import render
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.guard import QueueFull, client_key
-from alignlings.web.i18n import ui
+from alignlings.web.i18n import learner, ui
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
@@ -66,6 +66,7 @@ def _public(shown: dict, lang: str) -> dict:
         out["options_html"] = [render.inline_markdown(o) for o in shown["options"]]
     else:
         out["lines"] = shown["source"].splitlines()
+        out["lines_html"] = render.highlight_lines(shown["source"])  # highlighted, for the lines without inputs
     return out
 
 
@@ -159,5 +160,5 @@ def review_page(request: Request, concept: str | None = None, limit: int | None 
     names = rv.concept_names(ctx(request).pack, lang)
     return render_page(request, "review.html", nav="review", title=s["title"], rs=s,
                        concept=names.get(concept or "", concept),
-                       client={"lang": lang, "t": ui(lang),
+                       client={"lang": lang, "t": ui(lang), "l": learner(lang),
                                "review": s, "concept": concept, "limit": limit})

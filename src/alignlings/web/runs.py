@@ -1,8 +1,10 @@
-"""Toy GRPO training runs in the server: start, queue, stream events, stop at shutdown.
+"""Toy training runs in the server (GRPO and DPO): start, queue, stream events, stop at shutdown.
 
-``RunManager`` trains :func:`alignlings.toy_grpo.run_toy_grpo` (the library's own code, never
-learner code) in a thread per run, one at a time (torch's random generator is global to the
-process), and keeps each run's events for the page's server-sent event stream.
+``RunManager`` trains :func:`alignlings.toy_grpo.run_toy_grpo` or
+:func:`alignlings.toy_dpo.run_toy_dpo` (the library's own code, never learner code) in a thread per
+run, one at a time (torch's random generator is global to the process), and keeps each run's events
+for the page's server-sent event stream. A run's ``kind`` ("grpo" or "dpo") picks the trainer; for
+DPO, ``iterations`` counts optimizer steps.
 
 Limits: ``max_runs`` runs training or waiting in the server, and ``max_per_owner`` of them per owner
 (a learner, ``ADDRESS#learner:ID``) and per remote address, so one learner, or one person under
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from alignlings.web.checkqueue import QueueFull, _address
 
 KEEP_FINISHED = 20
+KINDS = ("grpo", "dpo")
 
 
 class _Stopped(Exception):
@@ -35,12 +38,13 @@ class Run:
     owner: str = ""
     status: str = "queued"  # queued, running, done, error
     events: list[dict] = field(default_factory=list)
+    kind: str = "grpo"  # which toy: "grpo" (alignlings.toy_grpo) or "dpo" (alignlings.toy_dpo)
 
     def summary(self) -> dict:
         points = [e["data"] for e in self.events if e["event"] == "point"]
         done = next((e["data"] for e in self.events if e["event"] in ("done", "failed")), None)
-        return {"id": self.id, "seed": self.seed, "iterations": self.iterations, "status": self.status,
-                "points": points, "result": done}
+        return {"id": self.id, "kind": self.kind, "seed": self.seed, "iterations": self.iterations,
+                "status": self.status, "points": points, "result": done}
 
 
 class RunManager:
@@ -64,27 +68,31 @@ class RunManager:
         with self._lock:
             return self._runs.get(run_id)
 
-    def all(self) -> list[Run]:
+    def all(self, kind: str | None = None) -> list[Run]:
+        """Every kept run, or only those of one ``kind``."""
         with self._lock:
-            return list(self._runs.values())
+            return [r for r in self._runs.values() if kind is None or r.kind == kind]
 
-    def start(self, seed: int, iterations: int, delay_ms: int, owner: str = "") -> Run:
+    def start(self, seed: int, iterations: int, delay_ms: int, owner: str = "", kind: str = "grpo") -> Run:
+        if kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
         with self._lock:
             live = [r for r in self._runs.values() if r.status in ("queued", "running")]
             if len(live) >= self.max_runs:
-                raise QueueFull(f"{self.max_runs} toy GRPO runs already training or waiting")
+                raise QueueFull(f"{self.max_runs} toy runs already training or waiting")
             if sum(r.owner == owner for r in live) >= self.max_per_owner:
-                raise QueueFull(f"you already have a toy GRPO run training or waiting (limit {self.max_per_owner} "
+                raise QueueFull(f"you already have a toy run training or waiting (limit {self.max_per_owner} "
                                 "per learner); wait for it to finish")
             if sum(_address(r.owner) == _address(owner) for r in live) >= self.max_per_owner:
-                raise QueueFull(f"a toy GRPO run from your address is already training or waiting (limit "
+                raise QueueFull(f"a toy run from your address is already training or waiting (limit "
                                 f"{self.max_per_owner} per address); wait for it to finish")
-            run = Run(id=secrets.token_hex(6), seed=seed, iterations=iterations, delay_ms=delay_ms, owner=owner)
+            run = Run(id=secrets.token_hex(6), seed=seed, iterations=iterations, delay_ms=delay_ms, owner=owner,
+                      kind=kind)
             self._runs[run.id] = run
             finished = [k for k, r in self._runs.items() if r.status in ("done", "error")]
             for k in finished[: max(0, len(finished) - KEEP_FINISHED)]:
                 del self._runs[k]
-        threading.Thread(target=self._train, args=(run,), name=f"toy-grpo-{run.id}", daemon=True).start()
+        threading.Thread(target=self._train, args=(run,), name=f"toy-{run.kind}-{run.id}", daemon=True).start()
         return run
 
     def _emit(self, run: Run, event: str, data: dict) -> None:
@@ -100,7 +108,7 @@ class RunManager:
             run.status = "running"
             self._emit(run, "start", {"id": run.id, "seed": run.seed, "iterations": run.iterations})
             try:
-                toy = _library()
+                toy = _library(run.kind)
 
                 def callback(iteration: int, p_target: float, loss: float) -> None:
                     if self._stop.is_set():
@@ -109,11 +117,16 @@ class RunManager:
                     if run.delay_ms:
                         time.sleep(run.delay_ms / 1000)
 
-                config = toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations)
-                result = toy.run_toy_grpo(config, callback=callback)
+                if run.kind == "dpo":
+                    result = toy.run_toy_dpo(toy.ToyDPOConfig(seed=run.seed, steps=run.iterations), callback=callback)
+                    done = result.steps
+                else:
+                    result = toy.run_toy_grpo(toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations),
+                                              callback=callback)
+                    done = result.iterations
                 run.status = "done"
                 self._emit(run, "done", {"seed": run.seed, "p_target_initial": result.p_target_initial,
-                                         "p_target_final": result.p_target_final, "iterations": result.iterations,
+                                         "p_target_final": result.p_target_final, "iterations": done,
                                          "train_seconds": result.train_seconds})
             except _Stopped:
                 run.status = "error"
@@ -146,8 +159,9 @@ class RunManager:
 _import_lock = threading.Lock()
 
 
-def _library():
-    """``alignlings.toy_grpo`` with transformers' GPT-2 loaded (torch is imported only here).
+def _library(kind: str = "grpo"):
+    """``alignlings.toy_grpo`` (or ``toy_dpo`` for kind "dpo") with transformers' GPT-2 loaded
+    (torch is imported only here).
 
     One thread at a time: transformers' lazy module is not safe to import from two threads at once
     (the page's background preparation and a run started right after)."""
@@ -156,4 +170,8 @@ def _library():
         from transformers import GPT2LMHeadModel
 
         del GPT2LMHeadModel  # imported for its side effect: transformers' lazy module resolved
+        if kind == "dpo":
+            import alignlings.toy_dpo as toy_dpo
+
+            return toy_dpo
         return toy

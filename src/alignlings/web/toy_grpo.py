@@ -49,7 +49,7 @@ def start_run(request: Request, body: RunBody) -> dict:
 @router.get("/api/toy-grpo/runs", tags=["toy-grpo"])
 def list_runs(request: Request) -> list[dict]:
     """Recent runs with their points so far (newest last)."""
-    return [r.summary() for r in ctx(request).toy_runs.all()]
+    return [r.summary() for r in ctx(request).toy_runs.all("grpo")]
 
 
 @router.get("/api/toy-grpo/runs/{run_id}", tags=["toy-grpo"])
@@ -91,4 +91,5 @@ def toy_page(request: Request):
     lang = lang_of(request)
     ctx(request).toy_runs.prepare()
     return render_page(request, "toy_grpo.html", nav="toy", title=ui(lang)["nav_toy"],
-                       client={"lang": lang, "t": ui(lang), "runs": [r.summary() for r in ctx(request).toy_runs.all()]})
+                       client={"lang": lang, "t": ui(lang),
+                               "runs": [r.summary() for r in ctx(request).toy_runs.all("grpo")]})

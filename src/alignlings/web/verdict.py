@@ -128,3 +128,34 @@ def for_web(verdict: dict, *, template: str, fills: list[str], graded_code: str 
         v["stdout"] = "\n".join(kept).strip("\n") + ("\n" if kept else "")
     v["empty"] = empty
     return v
+
+
+def file_for_web(verdict: dict, *, lang: str) -> dict:
+    """A copy of a whole-file verdict (a bug drill's) in the page's terms.
+
+    - The bug entry's sentences (``changes``, ``message``, ``hint``) get ``*_html``: they are
+      Markdown (``of `name` `` would otherwise show raw backticks).
+    - ``message_html`` is empty when ``message`` repeats ``changes`` word for word ("you have not
+      changed the file yet" is both what changed and what is wrong: the page says it once).
+    - Each case gets ``title`` (its name in the page's language), ``kind_label`` (visible, hidden,
+      edge case in that language) and ``message_html``.
+
+    Only keys are added: every value the engine set stays as it was.
+    """
+    from alignlings import i18n
+
+    if not isinstance(verdict, dict) or "cases" not in verdict:
+        raise ValueError(f"verdict: expected the engine's verdict dict, got {type(verdict).__name__}")
+    v = copy.deepcopy(verdict)
+    kinds = i18n.lang_table("web.ui")[lang if lang in i18n.LANGS else "en"]
+    for c in v["cases"]:
+        c["title"] = case_name(c, lang)
+        c["kind_label"] = kinds.get(f"kind_{c.get('kind')}", c.get("kind") or "")
+        c["message_html"] = render.inline_markdown(c.get("message") or "")
+    bug = v.get("bug")
+    if isinstance(bug, dict):
+        for key in ("changes", "message", "hint"):
+            bug[f"{key}_html"] = render.inline_markdown(bug[key]) if bug.get(key) else ""
+        if bug.get("message") and bug["message"] == bug.get("changes"):
+            bug["message_html"] = ""  # the page shows it once, as what changed
+    return v

@@ -1,6 +1,11 @@
 /* MLM drill: masked tokens as inputs; Refresh draws new masks at the slider's ratio; Check grades. */
 "use strict";
 (function () {
+  // the snippet tabs scroll in one row on a phone: bring the current one into view
+  const current = document.querySelector("nav.tabs a.active");
+  if (current && current.parentElement.scrollWidth > current.parentElement.clientWidth) {
+    current.parentElement.scrollLeft = current.offsetLeft - current.parentElement.offsetLeft - 16;
+  }
   const gate = document.getElementById("open-anyway");
   if (gate) { // the drill shows the solution of an exercise not solved yet: opening it is recorded
     gate.addEventListener("click", async () => {

@@ -125,6 +125,10 @@
       if (!b.message_html && b.message) row.lastChild.textContent = b.message;
       const d = diffLine(b.diff);
       if (d) row.append(el("span", { class: "diff", text: d }));
+      // beside the numbers: a small picture of the learner's values against the expected ones
+      const plot = valuesPlot(b.diff, fill(document.getElementById("cases").dataset.plotLabel || "{case}",
+                                           { case: `TODO ${b.index}` }));
+      if (plot) row.append(plot);
       if (b.misconception) row.dataset.misconception = b.misconception;
       row.hidden = !b.message && !d;
     }
@@ -198,8 +202,10 @@
     busy = true;
     checkBtn.disabled = true;
     checkBtn.textContent = T.checking;
+    const stopWait = referenceProgress(CLIENT.exercise, checkBtn.closest(".actions") || checkBtn);
     const res = await apiQueued("POST", `/api/exercises/${CLIENT.exercise}/check`, { fills: inputs.map((x) => x.value) },
       () => { checkBtn.textContent = T.busy_retrying; });
+    stopWait();
     busy = false;
     checkBtn.disabled = false;
     checkBtn.textContent = T.check;

@@ -6,6 +6,7 @@
   const progress = document.getElementById("quiz-progress");
   const retakeBtn = document.getElementById("retake-btn");
   const done = document.getElementById("quiz-done");
+  const wayOn = document.getElementById("quiz-way-on");
   const fill = (s, v) => Object.entries(v).reduce((a, [k, x]) => a.replaceAll(`{${k}}`, x), s);
   articles.forEach((art, i) => {
     art.querySelectorAll("button.option").forEach((btn) => btn.addEventListener("click", () => answer(art, btn)));
@@ -53,6 +54,7 @@
     } else {
       done.hidden = true;
     }
+    if (wayOn) wayOn.hidden = p.answered !== p.total;  // after the last question: on to the next exercise
   }
 
   async function answer(art, btn) {
@@ -69,8 +71,10 @@
     }
     apply(art, res.data);
     const next = art.querySelector("button.next");
-    if (next) next.focus(); else result.focus && result.setAttribute("tabindex", "-1");
     if (res.data.progress) summary(res.data.progress);
+    if (next) next.focus();
+    else if (wayOn && !wayOn.hidden) wayOn.querySelector("a").focus();
+    else result.setAttribute("tabindex", "-1");
   }
 
   async function retake() {

@@ -46,23 +46,38 @@
   const done = document.getElementById("review-done");
   let items = [], index = 0, started = 0, hinted = false, answered = false, right = 0, choice = null;
 
+  const L = CLIENT.l || {};
+  // "1 day", "2 days", "0.5 days" (English plural rules; Chinese has one form)
+  const plural = new Intl.PluralRules(CLIENT.lang === "zh" ? "zh-CN" : "en");
+  const daysText = (n) => fill(L[`days_${plural.select(n) === "one" && String(n) === "1" ? "one" : "other"}`] || "{n} days", { n });
+
   function showCounts(c) {
+    // the menu's badge follows the session (it stayed at 12 with 0 due: issue 22)
+    const link = document.getElementById("nav-review");
+    let badge = document.getElementById("review-due");
+    if (link && c.due && !badge) { badge = el("span", { class: "badge", id: "review-due" }); link.append(" ", badge); }
+    if (badge) { badge.textContent = String(c.due || 0); badge.hidden = !c.due; }
     if (!c.items) { counts.textContent = R.empty; return; }
     counts.textContent = c.due ? `${fill(R.due, { n: c.due })} · ${fill(R.next, { when: day(c.next) })}`
                                : `${R.none} ${fill(R.next, { when: day(c.next) })}`;
   }
 
   function codeView(it) {
-    const pre = el("pre", { class: "code" });
+    const pre = el("pre", { class: "code review-code" });
     const inputs = [];
     it.lines.forEach((text, i) => {
       const lineNo = i + 1;
-      const row = el("span", { class: lineNo === it.line ? "focus-line" : "" });
+      const row = el("span", { class: lineNo === it.line ? "line focus-line" : "line", "data-line": String(lineNo) });
       let cuts = [];
       if (it.form === "cloze" && lineNo === it.line) cuts = it.masked.map((m) => [m.col, m.end_col, m.key]);
       if (it.form === "blank" && lineNo === it.line) {
         const at = text.indexOf("_____");
         if (at >= 0) cuts = [[at, at + 5, "blank"]];
+      }
+      if (!cuts.length && it.lines_html) {  // highlighted (the line with inputs stays plain text)
+        row.innerHTML = it.lines_html[i] || "";
+        pre.append(row);
+        return;
       }
       let pos = 0;
       for (const [a, b, key] of cuts) {
@@ -77,7 +92,7 @@
         pos = b;
       }
       row.append(text.slice(pos));
-      pre.append(row, "\n");
+      pre.append(row);
     });
     return { pre, inputs };
   }
@@ -109,14 +124,21 @@
       hintBtn.hidden = true;
     } else if (it.form === "bug") {
       if (it.statement_html) body.append(el("div", { class: "prose", html: it.statement_html }));
-      const area = el("textarea", { class: "code bug-file", spellcheck: "false", autocomplete: "off",
+      const area = el("textarea", { class: "code bug-file", spellcheck: "false", autocomplete: "off", wrap: "off",
                                     rows: String(Math.min(40, it.source.split("\n").length + 1)),
                                     "aria-label": R.bug_label, id: "review-file" });
       area.value = it.source;
+      area.setAttribute("aria-describedby", "review-file-keys");
       area.addEventListener("keydown", (e) => {
         if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); check(); }
+        else if (e.key === "Escape") { e.preventDefault(); checkBtn.focus(); }  // no keyboard trap
+        else if (e.key === "Tab" && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey) {  // indent
+          e.preventDefault();
+          area.setRangeText("    ", area.selectionStart, area.selectionEnd, "end");
+        }
       });
-      body.append(el("label", { for: "review-file", class: "dim", text: R.bug_label }), area);
+      body.append(el("label", { for: "review-file", class: "dim", text: R.bug_label }), area,
+                  el("p", { class: "dim keys", id: "review-file-keys", text: L.review_keys || "" }));
       focus = area;
       hintBtn.hidden = !it.hint;
     } else {
@@ -181,7 +203,8 @@
     } else if (it.form === "bug") {
       body.querySelector("textarea").classList.add(result.correct ? "ok" : "bad");
       if (result.feedback_html) out.push(el("div", { class: "blank-fb prose", html: result.feedback_html }));
-      if (!result.correct) out.push(el("p", { text: R.bug_fix }), el("pre", { class: "code bug-fix", text: result.expected }));
+      if (!result.correct) out.push(el("p", { class: "bug-fix-label", text: L.reference_fix || R.bug_fix }),
+                                    el("p", { class: "dim", text: L.reference_legend || "" }), diffView(result.expected));
       else if (result.story_html) out.push(el("h3", { text: R.bug_story }), el("div", { class: "prose bug-story", html: result.story_html }));
     } else {
       body.querySelector("input[data-key]").classList.add(result.correct ? "ok" : "bad");
@@ -192,13 +215,27 @@
       }
     }
     const days = Math.max(0, Math.round(schedule.interval_days * 10) / 10);
-    out.push(el("p", { class: "dim review-rated", text: fill(R.rated, { rating: R["rating_" + schedule.rating], days, date: day(schedule.due) }) }));
+    out.push(el("p", { class: "dim review-rated", text: fill(L.rated || R.rated, { rating: R["rating_" + schedule.rating], days: daysText(days), date: day(schedule.due) }) }));
     feedback.replaceChildren(...out);
     showCounts(res.data.counts);
     checkBtn.hidden = true;
     hintBtn.hidden = true;
     nextBtn.hidden = false;
     nextBtn.focus();
+  }
+
+  /* a unified diff, coloured line by line: the reference fix against the buggy file */
+  function diffView(text) {
+    const pre = el("pre", { class: "diff bug-fix", tabindex: "0", role: "region", "aria-label": L.reference_fix || "diff" });
+    (text || "").split("\n").forEach((line, i) => {
+      const kind = line.startsWith("@@") ? "hunk" : (line.startsWith("---") || line.startsWith("+++")) ? "meta"
+                 : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
+      if (i) pre.append("\n");
+      // the engine labels the new side "yours.py": here it is the reference fix
+      const shown = line.startsWith("+++") && L.reference_label ? `+++ ${L.reference_label}` : line;
+      pre.append(el("span", { class: `diff-${kind}`, text: shown }));
+    });
+    return pre;
   }
 
   function finish() {

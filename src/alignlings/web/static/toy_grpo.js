@@ -1,4 +1,5 @@
-/* Toy GRPO page: start a run, stream its points (server-sent events) and draw every run on <canvas>. */
+/* Toy GRPO and toy DPO pages: start a run, stream its points (server-sent events) and draw every run
+   on <canvas>. CLIENT.toy (the DPO page) names its API, target line and labels; without it: GRPO. */
 "use strict";
 (function () {
   const COLORS = ["#2f6db5", "#d1495b", "#2e9e5b", "#e08e0b", "#7b4fb3", "#0f8b8d", "#8c564b", "#c2185b"];
@@ -10,7 +11,9 @@
   const itersInput = document.getElementById("iterations");
   const runBtn = document.getElementById("run-btn");
   const empty = document.getElementById("chart-empty");
-  const TARGET = 0.70; // exercise 6: train until P("a") > 0.7
+  const TOY = CLIENT.toy || {};
+  const API = TOY.api || "/api/toy-grpo";
+  const TARGET = TOY.target || 0.70; // exercise 6: train until P("a") > 0.7 (toy-dpo: 0.9)
   const runs = []; // {id, seed, iterations, color, points: [{iteration, p_target, loss}], result, status}
 
   // Run stays disabled while a run trains or waits: one more would only queue behind it
@@ -36,7 +39,7 @@
   }
 
   function follow(run) {
-    const es = new EventSource(`/api/toy-grpo/runs/${run.id}/events`);
+    const es = new EventSource(`${API}/runs/${run.id}/events`);
     es.addEventListener("start", () => { run.status = "running"; status.textContent = `${T.running} ${T.seed} ${run.seed}`; });
     es.addEventListener("point", (ev) => {
       const p = JSON.parse(ev.data);
@@ -62,7 +65,7 @@
   function doneText(run) {
     const r = run.result;
     if (!r || r.p_target_initial === undefined) return "";
-    return T.run_done.replace("{seed}", run.seed).replace("{p0}", r.p_target_initial.toFixed(2))
+    return (TOY.done || T.run_done).replace("{seed}", run.seed).replace("{p0}", r.p_target_initial.toFixed(2))
       .replace("{p1}", r.p_target_final.toFixed(2)).replace("{n}", r.iterations);
   }
 
@@ -71,7 +74,7 @@
     runBtn.disabled = true;
     const seed = Math.max(0, parseInt(seedInput.value || "0", 10));
     const iterations = Math.min(200, Math.max(1, parseInt(itersInput.value || "40", 10)));
-    const res = await api("POST", "/api/toy-grpo/runs", { seed, iterations });
+    const res = await api("POST", `${API}/runs`, TOY.count_key ? { seed, [TOY.count_key]: iterations } : { seed, iterations });
     if (!res.ok) { status.textContent = errorText(res); updateButton(); return; }
     const run = addRun({ id: res.data.id, seed, iterations, status: "queued" });
     status.textContent = T.preparing;
@@ -113,14 +116,14 @@
     if (key === "p_target") { // the exercise's target, dashed
       ctx.save(); ctx.strokeStyle = "#a74d05"; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5;
       ctx.beginPath(); ctx.moveTo(m.l, y(TARGET)); ctx.lineTo(w - m.r, y(TARGET)); ctx.stroke(); ctx.restore();
-      ctx.fillStyle = "#a74d05"; ctx.textAlign = "left"; ctx.fillText(T.toy_target, m.l + 6, y(TARGET) - 5);
+      ctx.fillStyle = "#a74d05"; ctx.textAlign = "left"; ctx.fillText(TOY.target_label || T.toy_target, m.l + 6, y(TARGET) - 5);
       ctx.fillStyle = "#5d6776";
       canvas.dataset.target = String(TARGET);
     }
     const step = maxIter <= 50 ? 10 : maxIter <= 100 ? 20 : 50;
     ctx.textAlign = "center";
     for (let it = 0; it <= maxIter; it += step) ctx.fillText(String(it), x(it), h - m.b + 16);
-    ctx.fillText(T.iteration, (m.l + w - m.r) / 2, h - 3);
+    ctx.fillText(TOY.x_label || T.iteration, (m.l + w - m.r) / 2, h - 3);
     ctx.strokeStyle = "#9aa5b1"; ctx.beginPath(); ctx.moveTo(m.l, m.t); ctx.lineTo(m.l, h - m.b); ctx.lineTo(w - m.r, h - m.b); ctx.stroke();
     let count = 0;
     for (const run of runs) {
