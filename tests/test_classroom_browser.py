@@ -302,7 +302,7 @@ def test_the_teacher_locks_a_track_and_gives_an_assignment_in_both_languages(bro
         teacher.wait_for_selector("#assignment-report")
         page_url = teacher.url.split("?")[0]
         bo_row = teacher.locator("#assignment-report tbody tr", has_text="Bo")
-        assert bo_row.locator(".verdict").inner_text() == "not yet"  # grpo-loss is still to do
+        assert bo_row.locator(".on-time-cell").inner_text() == "not yet"  # grpo-loss is still to do
         for path in ("/teacher?lang=en", "/teacher?lang=zh", f"{page_url}?lang=en", f"{page_url}?lang=zh"):
             teacher.goto(path)
             teacher.wait_for_load_state("networkidle")

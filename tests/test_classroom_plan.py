@@ -21,7 +21,6 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from alignlings import i18n  # noqa: E402
 from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import progress as pr  # noqa: E402
 from alignlings.practice.pack import load_pack  # noqa: E402
 from test_classroom_identity import CODE, GatedGrader, join, make_app, teacher  # noqa: E402
 
