@@ -74,7 +74,9 @@ def test_a_locked_track_opens_for_each_learner_once_its_requires_are_solved(db):
     assert r.status_code == 403 and r.json()["detail"] == reason_en
     r = check(ann, "reward-pooling", lang="zh")
     assert r.status_code == 403 and r.json()["detail"] == reason_zh
-    assert ann.get("/exercises/reward-pooling").status_code == 200  # reading stays open
+    page = ann.get("/exercises/reward-pooling?lang=en")
+    assert page.status_code == 200 and reason_en in page.text  # reading stays open, and says why checks do not
+    assert 'id="track-locked"' not in ann.get("/exercises/dpo-loss").text
     assert check(ann, "dpo-loss").status_code == 200  # other tracks are not affected
 
     # Ann solves the required track: it opens for her, not for Bo

@@ -363,6 +363,17 @@ def track_locks_for(request: Request) -> dict[str, str]:
         return {}
 
 
+def lock_reason_for(request: Request, key: str) -> str:
+    """For an exercise page: why the signed-in learner cannot check ``key`` yet ('' when they can)."""
+    learner = getattr(request.state, "learner", None)
+    if learner is None:
+        return ""
+    try:
+        return lock_reason_of_exercise(request.app.state.ctx, learner["id"], key, lang_of(request)) or ""
+    except STORE_ERRORS:
+        return ""
+
+
 # -- the teacher's view ------------------------------------------------------------------------
 def status_of(row: dict) -> str:
     if row.get("solved"):
