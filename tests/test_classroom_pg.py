@@ -41,6 +41,7 @@ from test_classroom_identity import (  # noqa: E402, F401
 # locked tracks and assignments (tests/test_classroom_plan.py), on PostgreSQL
 from test_classroom_plan import (  # noqa: E402, F401
     test_a_locked_track_opens_for_each_learner_once_its_requires_are_solved,
+    test_a_locked_track_refuses_quiz_answers_too,
     test_an_assignment_reports_who_finished_by_the_due_date,
 )
 

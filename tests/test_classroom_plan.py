@@ -185,3 +185,30 @@ def test_an_assignment_reports_who_finished_by_the_due_date(db):
     assert [a["title"] for a in t2.get("/api/teacher/assignments").json()["assignments"]] == ["Day"]
     assert again.state.ctx.store.for_learner(ids["Ann"]).summary()["dpo-loss"]["solved"] is True
     again.state.ctx.store.close()
+
+
+def test_a_locked_track_refuses_quiz_answers_too(db, tmp_path):
+    """A teacher's pack: track 'quizzes' (a quiz) requires track 'warmup' (dpo-loss)."""
+    import shutil
+
+    teach = tmp_path / "teach"
+    teach.mkdir()
+    for name in ("dpo-loss", "concepts"):
+        shutil.copytree(PACK.get(name).path, teach / name)
+    (teach / "pack.toml").write_text(
+        '[pack]\nid = "teach"\ntitle = { en = "Teacher", zh = "老师" }\norder = ["dpo-loss", "concepts"]\n'
+        '[[track]]\nid = "warmup"\ntitle = { en = "Warm-up", zh = "热身" }\nexercises = ["dpo-loss"]\n'
+        '[[track]]\nid = "quizzes"\ntitle = { en = "Quizzes", zh = "测验" }\nrequires = ["warmup"]\n'
+        'exercises = ["concepts"]\n', encoding="utf-8")
+    app = make_app(db, class_code=CODE, grader=GatedGrader(), pack_path=["dpo-grpo", str(teach)])
+    ann, _ = join(app, "Ann")
+    question = load_pack(teach).get("concepts").quiz[0]
+    assert teacher(app).post("/api/teacher/tracks/lock", json={"track": "teach/quizzes"}).status_code == 200
+    r = ann.post(f"/api/quiz/teach/{question.id}?lang=en", json={"choice": question.answer})
+    assert r.status_code == 403 and "“Warm-up”" in r.json()["detail"]
+    # the built-in copy of the same question is in another, open track
+    assert ann.post(f"/api/quiz/dpo-grpo/{question.id}?lang=en", json={"choice": question.answer}).status_code == 200
+    assert ann.post("/api/exercises/teach/dpo-loss/check", json={"fills": fills("dpo-loss")}).json()["passed"]
+    r = ann.post(f"/api/quiz/teach/{question.id}?lang=en", json={"choice": question.answer})
+    assert r.status_code == 200 and r.json()["correct"] is True
+    app.state.ctx.store.close()

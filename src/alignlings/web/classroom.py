@@ -110,7 +110,7 @@ class ClassroomMiddleware:
         state["learner"] = learner
         state["learner_token"] = token
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
-        key = _graded_exercise(scope)
+        key = _graded_exercise(scope, self.context.pack)
         if key is not None:
             reason = await run_in_threadpool(lock_reason_of_exercise, self.context, learner["id"], key,
                                              _scope_lang(scope))
@@ -303,12 +303,18 @@ def in_class(request: Request) -> bool:
 GRADED = ("check", "hint", "solution")  # what a locked track refuses: /api/exercises/KEY/<one of these>
 
 
-def _graded_exercise(scope) -> str | None:
+def _graded_exercise(scope, course) -> str | None:
     """The exercise key of a POST that checks work on it (``/api/exercises/KEY/check``, its hints and
-    solution, ``/api/bug/KEY/diff``), else None."""
+    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``), else None."""
     if scope["type"] != "http" or scope.get("method") != "POST":
         return None
     path = scope.get("path", "")
+    if path.startswith("/api/quiz/"):
+        qid = path[len("/api/quiz/"):]
+        for ex in course:
+            if ex.is_quiz and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
+                return ex.key  # the first match, as web/quiz.py's find_question picks it
+        return None
     for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):
         if path.startswith(prefix):
             key, _, action = path[len(prefix):].rpartition("/")
