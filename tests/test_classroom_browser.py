@@ -242,3 +242,80 @@ def test_the_teacher_and_join_pages_are_accessible_and_fit_a_phone(browser, size
                     problems.append(f"{path}: {v['id']} ({v['impact']}): {v['help']} {[n['target'] for n in v['nodes'][:3]]}")
         context.close()
         assert not problems, "\n".join(problems)
+
+
+def test_the_teacher_locks_a_track_and_gives_an_assignment_in_both_languages(browser, tmp_path):
+    """Issue 24 §2 (optional items) on the teacher page: the teacher locks a track and gives an
+    assignment through the page (its due time typed in the teacher's own time zone, kept in UTC);
+    the learner's home says the track is locked, in Chinese; the assignment's page says who finished
+    by the due time; the teacher page and the assignment page have no serious axe violation, in both
+    languages; screenshots of each."""
+    import httpx
+    from axe_playwright_python.sync_playwright import Axe
+
+    locked = "dpo-grpo/reward-models"
+    with classroom_server("sqlite", tmp_path) as url:
+        with httpx.Client(base_url=url, headers={"Origin": url}, timeout=120) as bo:
+            assert bo.post("/api/join", json={"name": "Bo", "code": CODE}).status_code == 200
+            assert bo.post("/api/exercises/dpo-loss/check", json={"fills": RIGHT}).json()["passed"] is True
+        context = browser.new_context(base_url=url, timezone_id="Asia/Shanghai")  # UTC+8, no summer time
+        context.set_default_timeout(90_000)
+        teacher = context.new_page()
+        teacher.goto(f"/teacher?token={TEACHER}&lang=en")
+        row = teacher.locator(f'#track-locks li[data-track="{locked}"]')
+        assert row.locator(".lock-state").inner_text() == "Open"
+        row.locator("button.track-lock").click()
+        teacher.wait_for_selector(f'#track-locks li.locked[data-track="{locked}"]')
+        assert teacher.locator(f'#track-locks li[data-track="{locked}"] .lock-state').inner_text() == "Locked"
+
+        teacher.fill("#assignment-title", "Week 1")
+        teacher.select_option("#assignment-exercises", ["dpo-loss", "grpo-loss"])
+        teacher.fill("#assignment-due", "2030-01-01T20:00")  # 20:00 in Shanghai is 12:00 UTC
+        teacher.click("#assignment-add")
+        teacher.wait_for_selector("#assignment-list li")
+        item = teacher.locator("#assignment-list li").first
+        assert "2030-01-01 12:00 UTC" in item.inner_text() and "0 of 1 finished by the due date" in item.inner_text()
+        teacher.fill("#assignment-title", "")
+        teacher.click("#assignment-add")  # the browser's own check: a title is required, nothing is sent
+        assert teacher.locator("#assignment-list li").count() == 1
+
+        learner = browser.new_context(base_url=url).new_page()
+        learner.goto("/join?lang=zh")
+        learner.fill("#join-name", "Ann")
+        learner.fill("#join-code", CODE)
+        learner.click("#join-button")
+        learner.wait_for_selector("#join-done:not([hidden])")
+        learner.click("#join-continue")
+        learner.goto("/?lang=zh")
+        note = learner.locator(f'.track[data-track="{locked}"] .track-locked').inner_text()
+        assert "老师已锁定" in note and "「基础：对数概率、SFT 与 KL」" in note
+        r = learner.context.request.post(f"{url}/api/exercises/reward-pooling/hint?lang=zh",
+                                         headers={"Origin": url}, data={})
+        assert r.status == 403 and "老师已锁定" in r.json()["detail"]
+        learner.context.close()
+
+        axe = Axe()
+        problems = []
+        os.makedirs("test-artifacts/screenshots", exist_ok=True)
+        teacher.goto("/teacher?lang=en")
+        teacher.locator("#assignment-list li a").first.click()
+        teacher.wait_for_selector("#assignment-report")
+        page_url = teacher.url.split("?")[0]
+        bo_row = teacher.locator("#assignment-report tbody tr", has_text="Bo")
+        assert bo_row.locator(".on-time-cell").inner_text() == "not yet"  # grpo-loss is still to do
+        for path in ("/teacher?lang=en", "/teacher?lang=zh", f"{page_url}?lang=en", f"{page_url}?lang=zh"):
+            teacher.goto(path)
+            teacher.wait_for_load_state("networkidle")
+            lang = "zh" if "lang=zh" in path else "en"
+            name = ("assignment" if "assignments" in path else "teacher-plan") + f"-{lang}"
+            teacher.screenshot(path=f"test-artifacts/screenshots/classroom-{name}.png", full_page=True)
+            if path == "/teacher?lang=zh":
+                assert teacher.locator(f'#track-locks li[data-track="{locked}"] .lock-state').inner_text() == "已锁定"
+                assert "2 人中有 0 人在截止前完成" in teacher.locator("#assignment-list").inner_text()  # Ann and Bo
+            if "assignments" in path and lang == "zh":
+                assert teacher.locator("#assignment-summary").inner_text() == "2 人中有 0 人在截止前完成"
+            for v in axe.run(teacher).response["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    problems.append(f"{path}: {v['id']} ({v['impact']}): {v['help']} {[n['target'] for n in v['nodes'][:3]]}")
+        context.close()
+        assert not problems, "\n".join(problems)

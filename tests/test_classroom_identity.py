@@ -190,6 +190,12 @@ def test_join_keeps_the_page_and_the_language_asked_for(tmp_path):
     page = c.get(location)
     assert ZH["join_title"] in page.text and '<html lang="zh-CN">' in page.text
     assert 'id="join-next" name="next" value="/exercises/dpo-loss?lang=zh"' in page.text
+    # the language toggle keeps the page to come back to (and only switches the language)
+    toggle = re.search(r'id="lang-toggle" href="([^"]+)"', page.text).group(1).replace("&amp;", "&")
+    assert toggle.startswith("/join?")
+    switched = c.get(toggle)
+    assert EN["join_title"] in switched.text
+    assert 'id="join-next" name="next" value="/exercises/dpo-loss?lang=zh"' in switched.text
     r = c.post("/api/join", json={"name": "Ann", "code": CODE, "next": "/exercises/dpo-loss?lang=zh"})
     assert r.json()["next"] == "/exercises/dpo-loss?lang=zh"
     for evil in ("//evil.example/x", "https://evil.example", "/\\evil.example", "/join", "/api/progress", "x"):

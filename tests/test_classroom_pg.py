@@ -38,10 +38,17 @@ from test_classroom_identity import (  # noqa: E402, F401
     test_the_teacher_renames_merges_and_removes_learners,
 )
 
+# locked tracks and assignments (tests/test_classroom_plan.py), on PostgreSQL
+from test_classroom_plan import (  # noqa: E402, F401
+    test_a_locked_track_opens_for_each_learner_once_its_requires_are_solved,
+    test_a_locked_track_refuses_quiz_answers_too,
+    test_an_assignment_reports_who_finished_by_the_due_date,
+)
+
 
 @pytest.fixture()
 def db():
-    """The class kept in PostgreSQL (overrides test_classroom_identity's SQLite file)."""
+    """The class kept in PostgreSQL (overrides the SQLite file of test_classroom_identity and test_classroom_plan)."""
     wipe()
     return URL
 

@@ -36,7 +36,9 @@ the class code (``class_code``: a restart keeps the class), one token per browse
 learner (``learner_tokens``), a recovery code per learner kept as a hash (``issue_recovery_code``,
 ``recover_learner``; each browser keeps a copy sealed with its own token, so only it can show the
 code again: ``recovery_code``), and the teacher's ``rename_learner``, ``merge_learners`` and
-``remove_learner`` (history kept, or exported and then deleted).
+``remove_learner`` (history kept, or exported and then deleted). Schema 7 keeps the teacher's
+plan: tracks locked until their ``requires`` are solved (``lock_track``) and assignments with a
+due time (``add_assignment``).
 """
 
 from __future__ import annotations
@@ -310,8 +312,27 @@ def _v6(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: sqlite3.Connection) -> None:
+    """The teacher's course plan: tracks locked until their ``requires`` are solved, and
+    assignments (a set of exercises, by course key, with a due time in UTC)."""
+    _script(db, """
+        CREATE TABLE track_locks (
+            track TEXT PRIMARY KEY,
+            locked_at TEXT NOT NULL
+        );
+        CREATE TABLE assignments (
+            id TEXT PRIMARY KEY,
+            title TEXT NOT NULL,
+            exercises TEXT NOT NULL,
+            due TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 MAX_LEARNER_NAME = 60
+MAX_ASSIGNMENT_TITLE = 120
 
 
 def _token_hash(token: str) -> str:
@@ -841,6 +862,55 @@ class ProgressStore:
 
         self._write(remove)
         return exported
+
+    # -- the teacher's plan: locked tracks and assignments (schema 7) ------------------------------
+    def lock_track(self, track: str, locked: bool = True) -> None:
+        """Lock ``track`` (a course track key, ``pack/id``) until a learner has solved its
+        ``requires`` (the web layer decides what that means), or unlock it."""
+        if not isinstance(track, str) or not track.strip() or len(track) > 200:
+            raise ValueError(f"track: expected a track key (pack/id), got {track!r}")
+        if locked:
+            self._write(lambda db: db.execute(
+                "INSERT OR IGNORE INTO track_locks (track, locked_at) VALUES (?, ?)", (track, utcnow())))
+        else:
+            self._write(lambda db: db.execute("DELETE FROM track_locks WHERE track = ?", (track,)))
+
+    def locked_tracks(self) -> set[str]:
+        """The keys of the tracks the teacher locked."""
+        return {r["track"] for r in self._read("SELECT track FROM track_locks")}
+
+    def add_assignment(self, title: str, exercises: list[str], due: str) -> dict:
+        """Keep an assignment: ``title`` (1 to 120 characters), ``exercises`` (course keys, at least
+        one, no repeats) and ``due`` (ISO 8601; a naive time is UTC). Returns it with its ``id``."""
+        if not isinstance(title, str) or not " ".join(title.split()) or len(title) > MAX_ASSIGNMENT_TITLE:
+            raise ValueError(f"title: expected 1 to {MAX_ASSIGNMENT_TITLE} characters, got {title!r}")
+        if (not isinstance(exercises, list) or not exercises
+                or not all(isinstance(e, str) and e and len(e) <= 200 for e in exercises)):
+            raise ValueError(f"exercises: expected a non-empty list of exercise keys, got {exercises!r}")
+        if len(set(exercises)) != len(exercises):
+            raise ValueError("exercises: expected each exercise once, got repeats")
+        row = {"id": uuidlib.uuid4().hex[:12], "title": " ".join(title.split()), "exercises": list(exercises),
+               "due": _utc_iso(due, "due"), "created_at": utcnow()}
+        self._write(lambda db: db.execute(
+            "INSERT INTO assignments (id, title, exercises, due, created_at) VALUES (?, ?, ?, ?, ?)",
+            (row["id"], row["title"], json.dumps(row["exercises"]), row["due"], row["created_at"])))
+        return row
+
+    def assignments(self) -> list[dict]:
+        """The assignments, soonest due first: ``{"id", "title", "exercises", "due", "created_at"}``."""
+        return [{"id": r["id"], "title": r["title"], "exercises": json.loads(r["exercises"]), "due": r["due"],
+                 "created_at": r["created_at"]}
+                for r in self._read("SELECT id, title, exercises, due, created_at FROM assignments "
+                                    "ORDER BY due, created_at, id")]
+
+    def assignment(self, assignment: str) -> dict | None:
+        return next((a for a in self.assignments() if a["id"] == assignment), None)
+
+    def remove_assignment(self, assignment: str) -> None:
+        """Forget an assignment (the learners' work stays: it is their history)."""
+        if self.assignment(assignment) is None:
+            raise ValueError(f"assignment: no assignment {assignment!r}")
+        self._write(lambda db: db.execute("DELETE FROM assignments WHERE id = ?", (assignment,)))
 
     def __exit__(self, *exc):
         self.close()

@@ -264,3 +264,43 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
                              for b, n in sorted(wrong_blanks.items(), key=lambda bn: (-bn[1], bn[0]))],
         })
     return rows
+
+
+def solved_at(store) -> dict[tuple[str, str, str], str]:
+    """(learner, pack, exercise id) -> when the learner first solved it (a passing attempt; a quiz
+    round all right is one), for every learner at once; a reset does not undo it."""
+    out: dict[tuple[str, str, str], str] = {}
+    for r in store._read("SELECT learner, pack, exercise, MIN(created_at) AS at FROM attempts "
+                         "WHERE learner != '' AND passed = 1 GROUP BY learner, pack, exercise"):
+        out[(r["learner"], r["pack"], r["exercise"])] = r["at"]
+    return out
+
+
+def assignment_rows(store, course, assignment: dict) -> list[dict]:
+    """Per learner of the class, where they stand on ``assignment`` (``store.assignment``):
+    ``solved`` (``[{exercise, at}]``, in the assignment's order), ``missing`` (keys not solved yet),
+    ``finished_at`` (when the last of its exercises was solved; None until all are) and
+    ``on_time`` (finished at or before ``due``). Exercises no longer in the loaded course count as
+    missing: nobody can solve them, and the teacher should see that."""
+    solved = solved_at(store)
+    due = _ts(assignment["due"])
+    rows = []
+    for learner in store.learners():
+        done, missing = [], []
+        for key in assignment["exercises"]:
+            ex = course.exercises.get(key)
+            at = solved.get((learner["id"], ex.pack, ex.id)) if ex is not None else None
+            if at is None:
+                missing.append(key)
+            else:
+                done.append({"exercise": key, "at": at})
+        finished = max((d["at"] for d in done), key=_ts) if done and not missing else None
+        rows.append({"id": learner["id"], "name": learner["name"], "solved": done, "missing": missing,
+                     "finished_at": finished, "on_time": finished is not None and _ts(finished) <= due})
+    return rows
+
+
+def solved_by(store, learner: str) -> set[tuple[str, str]]:
+    """(pack, exercise id) of every exercise ``learner`` has solved (ever: a reset does not undo it)."""
+    return {(r["pack"], r["exercise"]) for r in store._read(
+        "SELECT DISTINCT pack, exercise FROM attempts WHERE learner = ? AND passed = 1", (learner,))}

@@ -163,6 +163,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         app.state.templates.env.globals["class_recovery"] = class_pages.recovery_code_of
         app.state.templates.env.globals["in_class"] = class_pages.in_class
         app.state.templates.env.globals["class_strings"] = class_pages._s
+        app.state.templates.env.globals["class_lock"] = class_pages.lock_reason_for
         app.include_router(class_pages.router)
 
     @app.exception_handler(StarletteHTTPException)

@@ -110,6 +110,12 @@ class ClassroomMiddleware:
         state["learner"] = learner
         state["learner_token"] = token
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
+        key = _graded_exercise(scope, self.context.pack)
+        if key is not None:
+            reason = await run_in_threadpool(lock_reason_of_exercise, self.context, learner["id"], key,
+                                             _scope_lang(scope))
+            if reason:
+                return await _send_error(scope, send, 403, reason)
         return await self.app(scope, receive, send)
 
     async def _teacher(self, scope, receive, send):
@@ -171,6 +177,10 @@ def _query_token(scope) -> str | None:
 
 def _s(request: Request) -> dict[str, str]:
     return STRINGS.get(lang_of(request), STRINGS["en"])
+
+
+def _scope_lang(scope) -> str:
+    return resolve_lang(Request(scope)) if scope["type"] == "http" else "en"
 
 
 def _scope_strings(scope) -> dict[str, str]:
@@ -289,6 +299,87 @@ def in_class(request: Request) -> bool:
     return getattr(request.state, "learner", None) is not None
 
 
+# -- locked tracks (the teacher's plan) ------------------------------------------------------------
+GRADED = ("check", "hint", "solution")  # what a locked track refuses: /api/exercises/KEY/<one of these>
+
+
+def _graded_exercise(scope, course) -> str | None:
+    """The exercise key of a POST that checks work on it (``/api/exercises/KEY/check``, its hints and
+    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``), else None."""
+    if scope["type"] != "http" or scope.get("method") != "POST":
+        return None
+    path = scope.get("path", "")
+    if path.startswith("/api/quiz/"):
+        qid = path[len("/api/quiz/"):]
+        for ex in course:
+            if ex.is_quiz and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
+                return ex.key  # the first match, as web/quiz.py's find_question picks it
+        return None
+    for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):
+        if path.startswith(prefix):
+            key, _, action = path[len(prefix):].rpartition("/")
+            return key if key and action in actions else None
+    return None
+
+
+def lock_reasons(context: WebContext, learner: str, lang: str = "en") -> dict[str, str]:
+    """Track key -> why it is locked for ``learner``, in ``lang``: the tracks the teacher locked whose
+    ``requires`` the learner has not all solved yet (each required track: every exercise solved)."""
+    from alignlings.practice import report
+
+    locked = context.store.locked_tracks()
+    course = context.pack
+    if not locked or not learner:
+        return {}
+    s = STRINGS.get(lang, STRINGS["en"])
+    solved = report.solved_by(context.store, learner)
+    out = {}
+    for track in course.tracks:
+        if track.key not in locked:
+            continue
+        todo = [r for r in (course.track(name) for name in track.requires)
+                if not all((course.exercises[k].pack, course.exercises[k].id) in solved for k in r.exercises)]
+        if todo:
+            names = s["list_sep"].join(s["track_name"].format(title=r.title.get(lang) or r.title.get("en", r.id))
+                                       for r in todo)
+            out[track.key] = s["track_locked"].format(tracks=names)
+    return out
+
+
+def lock_reason_of_exercise(context: WebContext, learner: str, key: str, lang: str = "en") -> str | None:
+    """Why ``learner`` may not check exercise ``key`` now (its track is locked for them), else None."""
+    from alignlings.practice.pack import PackError
+
+    try:
+        ex = context.pack.get(key)
+    except PackError:
+        return None  # the route answers 404 in its own words
+    track = context.pack.track_of(ex.key)
+    return lock_reasons(context, learner, lang).get(track.key) if track is not None else None
+
+
+def track_locks_for(request: Request) -> dict[str, str]:
+    """For the home page: the tracks locked for the signed-in learner, with the reason (none outside a class)."""
+    learner = getattr(request.state, "learner", None)
+    if learner is None:
+        return {}
+    try:
+        return lock_reasons(request.app.state.ctx, learner["id"], lang_of(request))
+    except STORE_ERRORS:
+        return {}
+
+
+def lock_reason_for(request: Request, key: str) -> str:
+    """For an exercise page: why the signed-in learner cannot check ``key`` yet ('' when they can)."""
+    learner = getattr(request.state, "learner", None)
+    if learner is None:
+        return ""
+    try:
+        return lock_reason_of_exercise(request.app.state.ctx, learner["id"], key, lang_of(request)) or ""
+    except STORE_ERRORS:
+        return ""
+
+
 # -- the teacher's view ------------------------------------------------------------------------
 def status_of(row: dict) -> str:
     if row.get("solved"):
@@ -356,7 +447,7 @@ def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for r in rows:  # a cell starting with = + - @ would be a formula in a spreadsheet: quote it
-        writer.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+        writer.writerow({k: ("'" + v if isinstance(v, str) and v and v[0] in "=+-@" else v) for k, v in r.items()})
     return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
@@ -476,6 +567,10 @@ def teacher_page(request: Request):
                        report=class_report(context, lang, pack_id, track), duration=_duration,
                        packs=[p.id for p in context.pack.packs], tracks=[t.key for t in context.pack.tracks],
                        chosen_pack=pack_id or "", chosen_track=track or "", query=("?" + query) if query else "",
+                       plan_tracks=track_rows(context, lang),
+                       assignments=[assignment_report(context, a["id"]) for a in context.store.assignments()],
+                       all_exercises=[{"key": ex.key, "title": ex.title.get(lang) or ex.title.get("en") or ex.id}
+                                      for ex in context.pack],
                        client={"lang": lang, "t": ui(lang), "s": s})
 
 
@@ -550,3 +645,126 @@ def export_learner(request: Request, learner: str) -> Response:
     data = store.for_learner(learner).export()
     return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
                     headers={"Content-Disposition": f'attachment; filename="learner-{learner}.json"'})
+
+
+# -- the teacher's plan: locked tracks and assignments ------------------------------------------------
+class LockBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    track: str = Field(max_length=200, description="The track (pack/id, or its id when one pack has it).")
+    locked: bool = Field(True, description="true: lock it until its requires are solved; false: open it.")
+
+
+class AssignmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(max_length=200, description="What the learners will see it called (1 to 120 characters).")
+    exercises: list[str] = Field(max_length=500, description="The exercises (keys as in /api/exercises).")
+    due: str = Field(max_length=64, description="When it is due: ISO 8601 (a time without offset is UTC; a date "
+                                                "alone is the end of that day, UTC).")
+
+
+def track_rows(context: WebContext, lang: str = "en") -> list[dict]:
+    """Every track of the course with ``key``, ``title``, ``requires`` (titles) and ``locked``."""
+    locked = context.store.locked_tracks()
+    course = context.pack
+    return [{"key": t.key, "title": t.title.get(lang) or t.title.get("en", t.id), "locked": t.key in locked,
+             "requires": [course.track(r).title.get(lang) or course.track(r).key for r in t.requires]}
+            for t in course.tracks]
+
+
+@router.post("/api/teacher/tracks/lock", tags=["classroom"])
+def lock_track(request: Request, body: LockBody) -> dict:
+    """Lock a track until each learner has solved the tracks it ``requires`` (or open it again):
+    learners see it locked with the reason, and their checks, hints and solutions on its exercises
+    are refused (403) until then. A track that requires nothing cannot be locked (422)."""
+    from alignlings.practice.pack import PackError
+
+    context = _teacher_context(request)
+    try:
+        track = context.pack.track(body.track)
+    except PackError:
+        raise HTTPException(422, f"track: expected one of {', '.join(t.key for t in context.pack.tracks)}, "
+                                 f"got {body.track!r}") from None
+    if body.locked and not track.requires:
+        raise HTTPException(422, f"track: {track.key!r} requires no other track, so there is nothing to wait for")
+    _store_call(context.store.lock_track, track.key, body.locked)
+    return {"track": track.key, "locked": body.locked}
+
+
+def _due_iso(value: str) -> str:
+    """``due`` as the store keeps it: a date alone is the end of that day (UTC)."""
+    import re
+
+    value = value.strip()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        value += "T23:59:59+00:00"
+    return value
+
+
+@router.post("/api/teacher/assignments", tags=["classroom"])
+def add_assignment(request: Request, body: AssignmentBody) -> dict:
+    """Give an assignment: a set of exercises with a due time; ``/teacher/assignments/ID`` says who
+    finished by then."""
+    from alignlings.practice.pack import PackError
+
+    context = _teacher_context(request)
+    keys = []
+    for i, name in enumerate(body.exercises):
+        try:
+            keys.append(context.pack.get(name).key)
+        except PackError as exc:
+            raise HTTPException(422, f"exercises[{i}]: {exc}") from None
+    return _store_call(context.store.add_assignment, body.title, keys, _due_iso(body.due))
+
+
+@router.post("/api/teacher/assignments/{assignment}/remove", tags=["classroom"])
+def remove_assignment(request: Request, assignment: str) -> dict:
+    """Delete an assignment (the learners' work on its exercises stays)."""
+    store = _teacher_context(request).store
+    if store.assignment(assignment) is None:
+        raise HTTPException(404, f"assignment: no assignment {assignment!r}")
+    store.remove_assignment(assignment)
+    return {"removed": assignment}
+
+
+def assignment_report(context: WebContext, assignment: str) -> dict:
+    """An assignment with ``learners`` (``practice.report.assignment_rows``) and ``finished_on_time``."""
+    from alignlings.practice import report
+
+    found = context.store.assignment(assignment)
+    if found is None:
+        raise HTTPException(404, f"assignment: no assignment {assignment!r}")
+    rows = report.assignment_rows(context.store, context.pack, found)
+    return {**found, "learners": rows, "finished_on_time": sum(r["on_time"] for r in rows)}
+
+
+@router.get("/api/teacher/assignments", tags=["classroom"])
+def assignments_json(request: Request) -> dict:
+    """Every assignment with its report: per learner, what they solved and when, what is missing,
+    when they finished and whether that was by the due time."""
+    context = _teacher_context(request)
+    return {"assignments": [assignment_report(context, a["id"]) for a in context.store.assignments()]}
+
+
+ASSIGNMENT_COLUMNS = ["name", "learner", "solved", "total", "finished_at", "on_time", "missing"]
+
+
+@router.get("/teacher/assignments/{assignment}/report.csv", include_in_schema=False)
+def assignment_csv(request: Request, assignment: str) -> Response:
+    found = assignment_report(_teacher_context(request), assignment)
+    rows = [{"name": r["name"], "learner": r["id"], "solved": len(r["solved"]), "total": len(found["exercises"]),
+             "finished_at": r["finished_at"] or "", "on_time": "yes" if r["on_time"] else "no",
+             "missing": " ".join(r["missing"])} for r in found["learners"]]
+    return _csv(rows, ASSIGNMENT_COLUMNS, f"assignment-{assignment}.csv")
+
+
+@router.get("/teacher/assignments/{assignment}", include_in_schema=False)
+def assignment_page(request: Request, assignment: str):
+    context = _teacher_context(request)
+    lang, s = lang_of(request), _s(request)
+    found = assignment_report(context, assignment)
+    titles = {}
+    for key in found["exercises"]:
+        ex = context.pack.exercises.get(key)
+        titles[key] = (ex.title.get(lang) or ex.title.get("en") or ex.id) if ex is not None else key
+    return render_page(request, "teacher_assignment.html", nav="", title=found["title"], s=s, a=found,
+                       titles=titles, client={"lang": lang, "t": ui(lang), "s": s})

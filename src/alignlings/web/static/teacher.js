@@ -47,4 +47,27 @@
     say(s.done || "");
     window.setTimeout(() => window.location.reload(), 300);
   }));
+
+  /* The plan: lock a track until its requires are solved, give or delete an assignment. */
+  const plan = document.getElementById("plan-status");
+  const planFail = (res) => { plan.textContent = typeof (res.data && res.data.detail) === "string" ? res.data.detail : errorText(res); };
+  document.querySelectorAll("button.track-lock").forEach((button) => button.addEventListener("click", async () => {
+    const res = await api("POST", "/api/teacher/tracks/lock", { track: button.dataset.track, locked: button.dataset.locked === "true" });
+    if (res.ok) window.location.reload(); else planFail(res);
+  }));
+  document.querySelectorAll("button.assignment-remove").forEach((button) => button.addEventListener("click", async () => {
+    const res = await api("POST", `/api/teacher/assignments/${encodeURIComponent(button.dataset.assignment)}/remove`);
+    if (res.ok) window.location.reload(); else planFail(res);
+  }));
+  const form = document.getElementById("assignment-form");
+  if (form) form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const due = new Date(form.elements.due.value);  // datetime-local is the teacher's local time: send it as UTC
+    const res = await api("POST", "/api/teacher/assignments", {
+      title: form.elements.title.value,
+      exercises: Array.from(form.elements.exercises.selectedOptions, (o) => o.value),
+      due: Number.isNaN(due.getTime()) ? form.elements.due.value : due.toISOString(),
+    });
+    if (res.ok) window.location.reload(); else planFail(res);
+  });
 })();
