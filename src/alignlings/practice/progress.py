@@ -282,7 +282,79 @@ def _v5(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite3.Connection) -> None:
+    """One progression key per kind of hint, the same for the CLI and the web app (``practice.session``).
+
+    The web app's per-blank counters (``web.blank_hints_taken:ID``, or ``...:PACK/ID`` outside the
+    built-in pack: ``{blank: taken}``, never recorded as hint events and blind to resets) become
+    ``blank_hints/PACK/ID/N`` (``{"taken", "reset_at"}``, the CLI's form; both counts add up where
+    both interfaces were used) with one hint event per hint they counted, dated when the counter last
+    changed, so the hint count and the teacher's view include them. The exercise's own hints get their
+    key ``hints/PACK/ID``: the hint events since the last reset less the per-blank ones. The web's
+    quiz round start (``web.quiz_round_started:ID``) becomes ``quiz_round/PACK/ID``. Nothing is lost:
+    every old value is carried over before its row is deleted."""
+    def reset_at(learner: str, pack: str, exercise: str) -> str:
+        return db.execute("SELECT MAX(created_at) FROM events WHERE learner = ? AND pack = ? AND exercise = ? "
+                          "AND kind = ?", (learner, pack, exercise, RESET)).fetchone()[0] or ""
+
+    def get(learner: str, key: str) -> Any:
+        rows = db.execute("SELECT value FROM settings WHERE learner = ? AND key = ?", (learner, key)).fetchall()
+        return json.loads(rows[0][0]) if rows else None
+
+    def put(learner: str, key: str, value: Any, at: str) -> None:
+        db.execute("INSERT INTO settings (learner, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT (learner, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                   (learner, key, json.dumps(value), at))
+
+    def pack_and_id(rest: str) -> tuple[str, str]:
+        pack, sep, exercise = rest.partition("/")
+        return (pack, exercise) if sep else (DEFAULT_PACK, rest)
+
+    old = db.execute("SELECT learner, key, value, updated_at FROM settings WHERE key LIKE ?", ("web.%",)).fetchall()
+    for learner, key, text, at in ((r[0], r[1], r[2], r[3]) for r in old):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue  # not ours to interpret: left as it is
+        if key.startswith("web.blank_hints_taken:") and isinstance(value, dict):
+            pack, exercise = pack_and_id(key.partition(":")[2])
+            since = reset_at(learner, pack, exercise)
+            for blank, taken in value.items():
+                if not str(blank).isdigit() or isinstance(taken, bool) or not isinstance(taken, int) or taken < 1:
+                    continue
+                db.executemany("INSERT INTO events (uuid, learner, pack, exercise, kind, created_at) "
+                               "VALUES (?, ?, ?, ?, ?, ?)",
+                               [(str(uuidlib.uuid4()), learner, pack, exercise, HINT, at) for _ in range(taken)])
+                if at > since:  # taken in the current window (before a reset they no longer count)
+                    new_key = f"blank_hints/{pack}/{exercise}/{int(blank)}"
+                    cur = get(learner, new_key)
+                    had = (cur.get("taken", 0) if isinstance(cur, dict) and cur.get("reset_at") == since
+                           and isinstance(cur.get("taken"), int) else 0)
+                    put(learner, new_key, {"taken": had + taken, "reset_at": since}, at)
+        elif key.startswith("web.quiz_round_started:") and isinstance(value, str):
+            pack, exercise = pack_and_id(key.partition(":")[2])
+            put(learner, f"quiz_round/{pack}/{exercise}", value, at)
+        else:
+            continue
+        db.execute("DELETE FROM settings WHERE learner = ? AND key = ?", (learner, key))
+    hinted = db.execute("SELECT DISTINCT learner, pack, exercise FROM events WHERE kind = ?", (HINT,)).fetchall()
+    for learner, pack, exercise in ((r[0], r[1], r[2]) for r in hinted):
+        since = reset_at(learner, pack, exercise)
+        total = db.execute("SELECT COUNT(*) FROM events WHERE learner = ? AND pack = ? AND exercise = ? AND kind = ? "
+                           "AND created_at > ?", (learner, pack, exercise, HINT, since)).fetchone()[0]
+        prefix = f"blank_hints/{pack}/{exercise}/"
+        per_blank = 0
+        for r in db.execute("SELECT key, value FROM settings WHERE learner = ? AND key LIKE ?",
+                            (learner, "blank_hints/%")).fetchall():
+            if str(r[0]).startswith(prefix):
+                v = json.loads(r[1])
+                if isinstance(v, dict) and v.get("reset_at") == since and isinstance(v.get("taken"), int):
+                    per_blank += v["taken"]
+        if total - per_blank > 0 and get(learner, f"hints/{pack}/{exercise}") is None:
+            put(learner, f"hints/{pack}/{exercise}", {"taken": total - per_blank, "reset_at": since}, utcnow())
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 MAX_LEARNER_NAME = 60
 
 
@@ -703,6 +775,31 @@ class ProgressStore:
     def hints_taken(self, exercise: str, *, pack: str = DEFAULT_PACK) -> int:
         return _count_events(self._db(), exercise, HINT, _pack(pack), self.learner)
 
+    def take_hint(self, exercise: str, *, key: str, limit: int, pack: str = DEFAULT_PACK) -> int:
+        """One more hint on the progression ``key`` (a setting ``{"taken", "reset_at"}``: the
+        exercise's own hints or one blank's), recorded as one hint event, in one transaction; at
+        ``limit`` nothing is recorded. Returns the hints taken on ``key`` since the exercise's last reset."""
+        pack = _pack(pack)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit: expected a non-negative int, got {limit!r}")
+
+        def take(db):
+            taken, since = _progression(db, self.learner, pack, exercise, key)
+            if taken < limit:
+                _insert_event(db, exercise, HINT, pack, self.learner)
+                taken += 1
+                db.execute("INSERT INTO settings (learner, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (learner, key) DO UPDATE SET value = excluded.value, "
+                           "updated_at = excluded.updated_at",
+                           (self.learner, key, json.dumps({"taken": taken, "reset_at": since}), utcnow()))
+            return taken
+
+        return self._write(take)
+
+    def hint_progress(self, exercise: str, *, key: str, pack: str = DEFAULT_PACK) -> int:
+        """How many hints of the progression ``key`` were taken since the exercise's last reset."""
+        return _progression(self._db(), self.learner, _pack(pack), exercise, key)[0]
+
     def record_solution_revealed(self, exercise: str, *, pack: str = DEFAULT_PACK) -> None:
         self._write(lambda db: _insert_event(db, exercise, REVEAL, _pack(pack), self.learner))
 
@@ -866,27 +963,53 @@ class ProgressStore:
     def summary(self, pack: str = DEFAULT_PACK) -> dict[str, dict]:
         """exercise -> ``solved``, ``attempts``, ``hints``, ``revealed``, ``solved_at``, ``last_attempt_at``,
         for one pack, counting only what happened after the exercise's last reset."""
-        pack = _pack(pack)
-        resets = self._resets(pack)
-        out: dict[str, dict] = {}
+        return self._summaries(_pack(pack), self.learner).get(self.learner, {})
 
-        def entry(ex):
-            return out.setdefault(ex, {"solved": False, "attempts": 0, "hints": 0, "revealed": False,
-                                       "solved_at": None, "last_attempt_at": None})
+    def class_summaries(self, pack: str = DEFAULT_PACK) -> dict[str, dict[str, dict]]:
+        """learner id -> :meth:`summary` of that learner, for every learner of the database at once
+        (three queries, whatever the size of the class)."""
+        return self._summaries(_pack(pack), None)
 
-        for r in self._read("SELECT exercise, passed, created_at FROM attempts WHERE learner = ? AND pack = ? "
-                            "ORDER BY created_at, id", (self.learner, pack)):
-            e = entry(r["exercise"])
-            if r["created_at"] <= resets.get(r["exercise"], ""):
+    def class_attempt_blanks(self, pack: str = DEFAULT_PACK) -> list[dict]:
+        """Every learner's failed attempts in one pack, oldest first: ``learner``, ``exercise`` and the
+        verdict's ``blanks`` (index, passed, misconception); one query (the teacher's misconception table)."""
+        out = []
+        for r in self._read("SELECT learner, exercise, verdict FROM attempts WHERE pack = ? AND passed = 0 "
+                            "ORDER BY created_at, id", (_pack(pack),)):
+            try:
+                blanks = json.loads(r["verdict"]).get("blanks") or []
+            except (ValueError, AttributeError):
+                blanks = []
+            out.append({"learner": r["learner"], "exercise": r["exercise"],
+                        "blanks": [{"index": b.get("index"), "passed": b.get("passed"),
+                                    "misconception": b.get("misconception")} for b in blanks if isinstance(b, dict)]})
+        return out
+
+    def _summaries(self, pack: str, learner: str | None) -> dict[str, dict[str, dict]]:
+        where, args = ("learner = ? AND pack = ?", (learner, pack)) if learner is not None else ("pack = ?", (pack,))
+        resets = {(r[0], r[1]): r[2] for r in self._read(
+            f"SELECT learner, exercise, MAX(created_at) FROM events WHERE {where} AND kind = ? "
+            "GROUP BY learner, exercise", (*args, RESET))}
+        out: dict[str, dict[str, dict]] = {}
+
+        def entry(who: str, ex: str) -> dict:
+            return out.setdefault(who, {}).setdefault(ex, {
+                "solved": False, "attempts": 0, "hints": 0, "revealed": False, "solved_at": None,
+                "last_attempt_at": None})
+
+        for r in self._read(f"SELECT learner, exercise, passed, created_at FROM attempts WHERE {where} "
+                            "ORDER BY created_at, id", args):
+            e = entry(r["learner"], r["exercise"])
+            if r["created_at"] <= resets.get((r["learner"], r["exercise"]), ""):
                 continue
             e["attempts"] += 1
             e["last_attempt_at"] = r["created_at"]
             if r["passed"] and not e["solved"]:
                 e["solved"], e["solved_at"] = True, r["created_at"]
-        for r in self._read("SELECT exercise, kind, created_at FROM events WHERE learner = ? AND pack = ? "
-                            "ORDER BY created_at, id", (self.learner, pack)):
-            e = entry(r["exercise"])
-            if r["kind"] == RESET or r["created_at"] <= resets.get(r["exercise"], ""):
+        for r in self._read(f"SELECT learner, exercise, kind, created_at FROM events WHERE {where} "
+                            "ORDER BY created_at, id", args):
+            e = entry(r["learner"], r["exercise"])
+            if r["kind"] == RESET or r["created_at"] <= resets.get((r["learner"], r["exercise"]), ""):
                 continue
             if r["kind"] == HINT:
                 e["hints"] += 1
@@ -1038,6 +1161,20 @@ def _learner_id(learner: Any) -> str:
 def _insert_event(db: sqlite3.Connection, exercise: str, kind: str, pack: str, learner: str) -> None:
     db.execute("INSERT INTO events (uuid, learner, pack, exercise, kind, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                (str(uuidlib.uuid4()), learner, pack, exercise, kind, utcnow()))
+
+
+def _progression(db: sqlite3.Connection, learner: str, pack: str, exercise: str, key: str) -> tuple[int, str]:
+    """``(taken, reset_at)`` of a hint progression: what its setting says when it was written since
+    the exercise's last reset, else 0."""
+    since = db.execute("SELECT MAX(created_at) FROM events WHERE learner = ? AND pack = ? AND exercise = ? "
+                       "AND kind = ?", (learner, pack, exercise, RESET)).fetchone()[0] or ""
+    rows = db.execute("SELECT value FROM settings WHERE learner = ? AND key = ?", (learner, key)).fetchall()
+    try:
+        seen = json.loads(rows[0][0]) if rows else {}
+    except ValueError:
+        seen = {}
+    taken = seen.get("taken") if isinstance(seen, dict) and seen.get("reset_at") == since else 0
+    return (taken if isinstance(taken, int) and not isinstance(taken, bool) and taken > 0 else 0), since
 
 
 def _count_events(db: sqlite3.Connection, exercise: str, kind: str, pack: str, learner: str) -> int:
