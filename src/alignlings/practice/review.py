@@ -40,6 +40,7 @@ Time comes from a :class:`Clock`, so tests run a learner over weeks with a :clas
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import tomllib
@@ -66,6 +67,8 @@ MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
 MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
+_log = logging.getLogger("alignlings.practice")
 _NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
 
 
@@ -411,16 +414,22 @@ class Review:
     # -- keeping the schedule in step with the history ----------------------------------------
     def sync(self) -> int:
         """Fold new history (and imported reviews) into the schedule; returns the reviews added."""
+        from alignlings.practice.service import STORE_ERRORS
+
         mark = self.store.history_mark()
         if mark == self._mark:
             return 0
         added = 0
         with self._lock:
-            for part in self.pack.packs:
-                rows = history_reviews(self.pack, part.id, self.store.review_sources(pack=part.id), self._catalog)
-                if rows:
-                    added += self.store.record_reviews(rows, replay, pack=part.id)
-                self.store.refresh_review_states(replay, pack=part.id)
+            try:
+                for part in self.pack.packs:
+                    rows = history_reviews(self.pack, part.id, self.store.review_sources(pack=part.id), self._catalog)
+                    if rows:
+                        added += self.store.record_reviews(rows, replay, pack=part.id)
+                    self.store.refresh_review_states(replay, pack=part.id)
+            except STORE_ERRORS:  # a store that cannot be written: the schedule as it was, retried next time
+                _log.exception("could not fold the history into the review schedule")
+                return added
             self._mark = self.store.history_mark()
         return added
 
@@ -618,11 +627,13 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
 
 def fresh_inputs(review: Review, item: Item) -> int:
     """Which draw of random inputs a re-test uses (``Grader.check(variant=...)``): a misconception's
-    re-test gets new inputs at every review (1, 2, ...), so it is not passed by remembering the
-    last run; other items are graded on the exercise's own cases (0)."""
+    re-test gets other inputs at every review (1, 2, ..., :data:`MAX_REVIEW_VARIANTS`, then 1 again),
+    so it is not passed by remembering the last run, while the grader's trusted runs and caches stay
+    bounded; other items are graded on the exercise's own cases (0)."""
     if item.kind != "misconception":
         return 0
-    return 1 + sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
+    done = sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
+    return 1 + done % MAX_REVIEW_VARIANTS
 
 
 def misconception_variant(review: Review, item: Item) -> str:
