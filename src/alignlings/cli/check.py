@@ -24,10 +24,12 @@ def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") ->
 
 
 def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> dict:
-    """The service's grade-and-record for a file (a store that cannot be written never hides the verdict)."""
-    from alignlings.practice.service import grade_and_record as grade
+    """Grade a file and record it through the learner's session (a store that cannot be written never
+    hides the verdict)."""
+    from alignlings.practice.session import Practice
 
-    return grade(grader, store(), grader.pack.get(exercise_id), code=code, lang=lang, source=source)[0]
+    practice = Practice(store(), grader.pack, grader, source=source)
+    return practice.check(grader.pack.get(exercise_id), code=code, lang=lang).verdict
 
 
 def check(

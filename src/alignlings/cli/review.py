@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, saved, session, usage
 
 MSG = i18n.table("cli.review")  # strings: locales/{en,zh}.toml [cli.review]
 LETTERS = "ABCDEFGH"
@@ -43,9 +43,9 @@ def due_line(counts: dict, lang: str) -> str:
 
 def review_line(pack, s, lang: str) -> str:
     """The home screen's review line for this learner ('' when nothing was practised yet)."""
-    from alignlings.practice import review as rv
+    from alignlings.practice.session import Practice
 
-    return due_line(rv.Review(s, pack).counts(), lang)
+    return due_line(Practice(s, pack).review_counts(), lang)
 
 
 def review(
@@ -59,29 +59,25 @@ def review(
     """
     from rich.markup import escape
 
-    from alignlings.practice import review as rv
-
     lang = resolve_lang(lang)
-    p, s, out = load(pack), store(), console()
-    session = rv.Review(s, p)
-    counts = session.counts()
-    if counts["items"] == 0:
-        out.print(m("empty", lang))
-        return
-    queue = session.queue(limit=limit)
-    if not queue:
-        out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
-        return
-    out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
-    if len(queue) < counts["due"]:
-        out.print(m("showing", lang, n=len(queue)))
-    grader = None
-    right = 0
-    try:
-        for i, due in enumerate(queue, start=1):
-            item = due.item
-            shown = rv.present(session, item, lang)
-            out.print(f"\n[bold]{escape(m('header', lang, i=i, n=len(queue), kind=m('kind_' + item.kind, lang), title=shown['title']))}[/]")
+    p, out = load(pack), console()
+    with session(p, graded=True) as practice:
+        counts = practice.review_counts()
+        if counts["items"] == 0:
+            out.print(m("empty", lang))
+            return
+        with usage():
+            queue = practice.review_queue(limit=limit, lang=lang).items
+        if not queue:
+            out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
+            return
+        out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
+        if len(queue) < counts["due"]:
+            out.print(m("showing", lang, n=len(queue)))
+        right = 0
+        for i, prompt in enumerate(queue, start=1):
+            shown = prompt.shown
+            out.print(f"\n[bold]{escape(m('header', lang, i=i, n=len(queue), kind=m('kind_' + shown['kind'], lang), title=shown['title']))}[/]")
             started = time.monotonic()
             hinted = False
             if shown["form"] == "quiz":
@@ -93,23 +89,19 @@ def review(
             else:
                 answer, hinted = _ask_blank(out, shown, lang)
             seconds = time.monotonic() - started
-            if shown["form"] != "quiz" and grader is None:
-                from alignlings.practice.grader import Grader
-
-                grader = Grader(p)
-            result = rv.check(session, item, answer, grader=grader, lang=lang)
-            rating = rv.rate(result["correct"], kind=item.kind, hinted=hinted, seconds=seconds)
-            saved = session.answer(item, rating, duration_ms=int(seconds * 1000), answer=rv.describe_answer(answer))
-            right += result["correct"]
-            _feedback(out, shown, result, lang)
-            days = saved["interval_days"]
-            out.print(m("rated", lang, rating=m("rating_" + saved["rating"], lang),
+            with usage():
+                done = practice.review_answer(shown["pack"], shown["item"], answer, seconds=seconds, hinted=hinted,
+                                              lang=lang)
+            right += done.result["correct"]
+            _feedback(out, shown, done.result, lang)
+            if done.schedule is None:
+                saved(out, done, lang)
+                continue
+            days = done.schedule["interval_days"]
+            out.print(m("rated", lang, rating=m("rating_" + done.rating, lang),
                         days=m("one_day", lang) if round(days) == 1 else m("days", lang, n=f"{days:g}"),
-                        date=when_text(saved["due"], lang)))
-    finally:
-        if grader is not None:
-            grader.close()
-    after = session.counts()
+                        date=when_text(done.schedule["due"], lang)))
+        after = practice.review_counts()
     out.print(f"\n[bold]{m('done', lang, n=len(queue), right=right)}[/]")
     out.print(m("due", lang, n=after["due"], total=after["items"]) + " " +
               m("next", lang, when=when_text(after["next"], lang)))
@@ -244,6 +236,8 @@ def _feedback(out, shown: dict, result: dict, lang: str) -> None:
             expected = LETTERS[expected]
         if shown["form"] == "bug":  # the fix, a diff, is printed below
             out.print(f"[red]{escape(m('bug_wrong', lang))}[/]")
+        elif expected is None:  # withheld: it would solve an exercise not solved (nor its solution seen)
+            out.print(f"[red]{escape(m('wrong_withheld', lang))}[/]")
         else:
             out.print(f"[red]{escape(m('wrong', lang, expected=str(expected)))}[/]")
         if result.get("repeated"):
@@ -263,7 +257,9 @@ def _feedback(out, shown: dict, result: dict, lang: str) -> None:
 
         if result["feedback"]:
             out.print(escape(result["feedback"]))
-        if not result["correct"]:
+        if not result["correct"] and result["expected"] is None:
+            out.print(escape(m("bug_withheld", lang)))
+        elif not result["correct"]:
             out.print(m("bug_fix", lang))
             out.print(Syntax(result["expected"].rstrip(), "diff"))
         elif result.get("story"):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, saved, session, usage
 
 
 def solution(
@@ -18,11 +18,12 @@ def solution(
     from rich.markdown import Markdown
     from rich.syntax import Syntax
 
-    from alignlings.practice.grader import solution_for
-
     lang = resolve_lang(lang)
-    ex = get_exercise(load(pack), exercise_id, code_only=True)
-    store().record_solution_revealed(ex.id, pack=ex.pack)
+    course = load(pack)
+    ex = get_exercise(course, exercise_id, code_only=True)
+    with usage():
+        shown = session(course).reveal(ex, lang=lang)
     out = console()
-    out.print(Syntax(solution_for(ex, lang), "python", line_numbers=False))
-    out.print(Markdown(ex.texts(lang).explanation))
+    out.print(Syntax(shown.solution, "python", line_numbers=False))
+    out.print(Markdown(shown.explanation))
+    saved(out, shown, lang)
