@@ -320,6 +320,14 @@ class Practice:
         [] when the store cannot be read."""
         return list(self._read("attempts", lambda: self.store.attempts(ex.id, pack=ex.pack), []) or [])
 
+    def quiz_answers(self, pack_id: str) -> dict[str, dict]:
+        """Question id -> the latest answer in one pack ({} when the store cannot be read)."""
+        return dict(self._read("quiz answers", lambda: self.store.quiz_answers(pack=pack_id), {}) or {})
+
+    def cloze_stats(self, ex: Exercise) -> dict[str, dict]:
+        """Position key -> seen, wrong, right, streak of the cloze drill ({} when the store cannot be read)."""
+        return dict(self._read("cloze statistics", lambda: self.store.cloze_stats(ex.id, pack=ex.pack), {}) or {})
+
     # -- check ---------------------------------------------------------------------------------------
     def check(self, ex: Exercise, *, code: str | None = None, fills: list[str] | None = None,
               lang: str = "en", run_main: bool = True) -> Checked:
@@ -508,6 +516,7 @@ class Practice:
         if unknown or not masked:
             raise UsageError("masked", f"unknown position keys {unknown[:5]}" if unknown else "empty")
         chosen = [by_key[k] for k in dict.fromkeys(masked)]
+        answers = {k: v for k, v in answers.items() if k in by_key}  # other keys are not this snippet's
         try:
             results = cz.check(ex, source, chosen, answers, self.grader())
         except cz.ClozeError as exc:
