@@ -235,6 +235,15 @@ def reveal_solution(request: Request, exercise_id: str) -> dict:
             "recorded": shown.recorded}
 
 
+@router.post("/api/exercises/{exercise_id:path}/reset", tags=["exercises"])
+def reset_exercise(request: Request, exercise_id: str) -> dict:
+    """Start the exercise over, as ``alignlings reset`` does: attempts, hints and the solution seen
+    count from zero again (the history is kept)."""
+    ex = get_exercise(request, exercise_id)
+    done = practice(request).reset(ex)
+    return {"exercise": done.exercise, "recorded": done.recorded}
+
+
 def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> str:
     """The reference fills, one per TODO (what goes in each box, not the whole file)."""
     items = []
