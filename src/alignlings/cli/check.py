@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load,
-                                   pack_args, resolve_lang, store)
+                                   pack_args, resolve_lang, saved, store)
 
 
 def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
@@ -47,10 +47,15 @@ def check(
     p = load(pack)
     ex = get_exercise(p, exercise_id, code_only=True)
     _, code = read_submission(ex.key, file, pack_args(pack))
+    from alignlings.practice.session import Practice
+
     with Grader(p) as grader:
-        verdict = grade_and_record(grader, ex.key, code, lang)
+        checked = Practice(store(), p, grader, source="cli").check(ex, code=code, lang=lang)
+    verdict = checked.verdict
     if as_json:
         typer.echo(json.dumps(verdict, ensure_ascii=False))
     else:
-        render_verdict(verdict, lang, console())
+        out = console()
+        render_verdict(verdict, lang, out)
+        saved(out, checked, lang)
     raise typer.Exit(0 if verdict["passed"] else 1)

@@ -25,7 +25,7 @@ def progress(
     from alignlings.cli.list import requires_text
 
     lang = resolve_lang(lang)
-    from alignlings.practice.session import UsageError
+    from alignlings.practice.session import StoreUnavailable, UsageError
 
     p, out = load(pack), console()
     practice = session(p)
@@ -39,6 +39,9 @@ def progress(
             counts = practice.import_(data)  # the review schedule is rebuilt at once
         except UsageError as exc:
             raise typer.BadParameter(f"{import_}: {exc.message}", param_hint="--import") from None
+        except StoreUnavailable as exc:
+            console(stderr=True).print(escape(str(exc)))
+            raise typer.Exit(1) from None
         except (OSError, json.JSONDecodeError, ValueError) as exc:
             raise typer.BadParameter(f"{import_}: {exc}", param_hint="--import") from None
         out.print(json.dumps(counts))

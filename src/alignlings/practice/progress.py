@@ -379,6 +379,9 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     Safe when several processes open the same new database at once: the version is re-read
     under the write lock, so each migration runs exactly once.
     """
+    current = db.execute("PRAGMA user_version").fetchone()[0]
+    if 0 < target <= current <= len(MIGRATIONS):
+        return current  # up to date: no write lock taken, so a store opens while another process writes
     while True:
         db.execute("BEGIN IMMEDIATE")
         try:

@@ -54,6 +54,10 @@ class UsageError(ValueError):
         self.argument, self.message, self.missing = argument, message, missing
 
 
+class StoreUnavailable(RuntimeError):
+    """What only the store can do (an import) could not be done now: it cannot be written."""
+
+
 # -- results ---------------------------------------------------------------------------------------
 
 class _Result:
@@ -271,6 +275,9 @@ class Practice:
         else:
             self._grader = grader
         self._review: Any = None
+        # what could not be recorded still counts for this session: quiz answers and round starts
+        self._unrecorded_answers: dict[tuple[str, str], dict] = {}
+        self._unrecorded_starts: dict[tuple[str, str], str] = {}
 
     def grader(self):
         if self._grader is None:
@@ -426,13 +433,22 @@ class Practice:
 
         if not ex.is_quiz:
             raise UsageError("exercise", f"expected a quiz, got {ex.key!r} ({ex.kind})")
-        self._safely(f"the start of a round of {ex.key}",
-                     lambda: self.store.set_setting(quiz_round_key(ex), utcnow()))
+        now = utcnow()
+        if self._safely(f"the start of a round of {ex.key}", lambda: self.store.set_setting(quiz_round_key(ex), now)):
+            self._unrecorded_starts.pop((ex.pack, ex.id), None)
+        else:
+            self._unrecorded_starts[(ex.pack, ex.id)] = now
         return QuizRound(ex.key, {}, 0, len(ex.quiz))
 
     def _round_answers(self, ex: Exercise) -> dict[str, dict]:
         latest = self._read("quiz answers", lambda: dict(self.store.quiz_answers(pack=ex.pack) or {}), {})
+        for (pack, qid), a in self._unrecorded_answers.items():
+            if pack == ex.pack and str(a["answered_at"]) >= str(latest.get(qid, {}).get("answered_at", "")):
+                latest[qid] = a
         started = self._read("the quiz round", lambda: self.store.get_setting(quiz_round_key(ex)), None)
+        pending = self._unrecorded_starts.get((ex.pack, ex.id))
+        if pending and (not started or pending > str(started)):
+            started = pending
         ids = {q.id for q in ex.quiz}
         return {qid: a for qid, a in latest.items()
                 if qid in ids and (not started or str(a.get("answered_at", "")) >= str(started))}
@@ -450,10 +466,16 @@ class Practice:
         if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
             raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
         correct = choice == q.answer
+        from alignlings.practice.progress import utcnow
+
         recorded = self._safely(f"an answer to {q.id}",
                                 lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
+        if recorded:
+            self._unrecorded_answers.pop((ex.pack, q.id), None)
+        else:  # it still counts toward this round
+            self._unrecorded_answers[(ex.pack, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
         latest = self._round_answers(ex)
-        latest[q.id] = {"choice": choice, "correct": correct}  # counted even when it could not be recorded
+        latest[q.id] = {"choice": choice, "correct": correct}
         right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
         total = len(ex.quiz)
         score = None
@@ -635,6 +657,10 @@ class Practice:
                       "packs": {p.id for p in self.course.packs}}
         try:
             counts = self.store.import_(data, **limits)
+        except STORE_ERRORS:
+            log.exception("could not import progress")
+            raise StoreUnavailable("the progress database cannot be written now (busy or read-only); "
+                                   "nothing was imported, try again") from None
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise UsageError("data", f"not an alignlings progress export: {exc}") from None
         counts.update(rebuild_after_import(self.store, self.course, data))
@@ -683,6 +709,6 @@ class Practice:
         return out
 
 
-__all__ = ["Practice", "UsageError", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer",
+__all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer",
            "ClozeDraw", "ClozeChecked", "Summary", "ExerciseProgress", "PackProgress", "ReviewQueue", "ReviewAnswer",
            "ClassReport", "status_of"]

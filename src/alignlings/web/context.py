@@ -18,7 +18,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from alignlings.practice.pack import Exercise, Pack, PackError
-from alignlings.practice.session import Practice, UsageError
+from alignlings.practice.session import Practice, StoreUnavailable, UsageError
 from alignlings.web import i18n
 from alignlings.web.checkqueue import CheckQueue, QueueFull, client_key
 
@@ -109,6 +109,8 @@ def call(fn: Callable, *args, **kwargs):
         return fn(*args, **kwargs)
     except UsageError as exc:
         raise usage_error(exc) from None
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "5"}) from None
 
 
 async def graded(request: Request, fn: Callable, *, what: str):
