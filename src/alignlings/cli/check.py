@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,7 +23,7 @@ def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") ->
         raise typer.BadParameter(f"{path} is not UTF-8 text", param_hint="FILE") from None
 
 
-def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> dict:
+def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> Any:
     """Grade a file and record it through the learner's session (a store that cannot be written never
     hides the verdict)."""
     from alignlings.practice.session import Practice
@@ -51,7 +51,7 @@ def check(
 
     with Grader(p) as grader:
         checked = Practice(store(), p, grader, source="cli").check(ex, code=code, lang=lang)
-    verdict = checked.verdict
+    verdict: Any = checked.verdict
     if as_json:
         typer.echo(json.dumps(verdict, ensure_ascii=False))
     else:

@@ -347,9 +347,9 @@ def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
             out.append(_event(key, GOOD if r["correct"] else AGAIN, r["created_at"], r["uuid"], "quiz"))
     rounds: dict[tuple[str, str, int], list[dict]] = {}
     for r in sources["cloze"]:
-        line = str(r["key"]).split(":")[0]
-        if line.isdigit() and f"cloze/{r['snippet']}/{line}" in items:
-            rounds.setdefault((r["snippet"], r["created_at"], int(line)), []).append(r)
+        number = str(r["key"]).split(":")[0]
+        if number.isdigit() and f"cloze/{r['snippet']}/{number}" in items:
+            rounds.setdefault((r["snippet"], r["created_at"], int(number)), []).append(r)
     for (snippet, at, line), rows in rounds.items():
         out.append(_event(f"cloze/{snippet}/{line}", GOOD if all(r["correct"] for r in rows) else AGAIN, at,
                           rows[0]["uuid"], "cloze"))
@@ -603,7 +603,7 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
                        "statement": ex.texts(lang).statement, "hint": bugdrill.where(ex, lang)}
     if item.kind == "cloze":
         source = cz.snippet_source(ex, lang)
-        masked = cloze_lines(ex)[item.line]
+        masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
         return base | {"form": "cloze", "source": source, "line": item.line,
                        "masked": [{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
                        "hints": [p.token[0] for p in masked],  # the first character of each masked token
@@ -679,7 +679,7 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
         if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
             raise _reject(answer, "a {position key: text} mapping")
         source = cz.snippet_source(ex, lang)
-        masked = cloze_lines(ex)[item.line]
+        masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
         results = cz.check(ex, source, masked, answer, grader)
         return {"correct": all(r["correct"] for r in results), "results": results,
                 "expected": " ".join(r["token"] for r in results), "feedback": ""}
@@ -693,9 +693,9 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     blank = shown["blank"]
     blanks = bl.find_blanks(ex.solution_source)
     fills = [answer if b.index == blank else b.answer for b in blanks]
-    verdict = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False,
-                           variant=fresh_inputs(review, item))
-    entry = next((b for b in verdict.get("blanks", []) if b.get("index") == blank), {})
+    verdict: Any = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False,
+                                variant=fresh_inputs(review, item))
+    entry: dict[str, Any] = next((b for b in verdict.get("blanks", []) if b.get("index") == blank), {})
     correct = entry.get("passed") is True
     feedback = entry.get("message") or ""
     if not correct and not entry and verdict.get("error"):
@@ -712,7 +712,7 @@ def _check_bug(ex: Exercise, answer: Any, grader: Grader, lang: str) -> dict:
         raise _reject(answer, "the edited file (a string)")
     if not answer.strip() or len(answer) > MAX_FILE_CHARS:
         raise ValueError(f"answer: expected the edited file (1 to {MAX_FILE_CHARS} characters), got {len(answer)}")
-    verdict = grader.check(ex.key, answer, lang=lang, run_main=False)
+    verdict: Any = grader.check(ex.key, answer, lang=lang, run_main=False)
     info = verdict.get("bug") or {}
     feedback = "\n".join(bugdrill.verdict_lines(verdict, lang))
     if not info and verdict.get("error"):

@@ -621,8 +621,10 @@ class Practice:
     # -- progress --------------------------------------------------------------------------------------
     def summary(self) -> Summary:
         """Per pack and per exercise: solved, attempts, hints, solution seen (since each reset)."""
-        by_pack = {part.id: self._read("progress", lambda pid=part.id: self.store.summary(pid), {})
-                   for part in self.course.packs}
+        by_pack: dict[str, dict[str, dict]] = {}
+        for part in self.course.packs:
+            pid = part.id
+            by_pack[pid] = self._read("progress", lambda: self.store.summary(pid), {})
         rows = {}
         for ex in self.course:
             r = by_pack.get(ex.pack, {}).get(ex.id, {})

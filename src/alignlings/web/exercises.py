@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import logging
 import re
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +51,7 @@ def _blanks(ex: Exercise) -> list[bl.Blank]:
     return bl.find_blanks(ex.solution_source)
 
 
-def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict]]:
+def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict[str, Any]]]:
     """The latest attempt since the last reset: its fills (to put back into the inputs) and the
     ✓/✗ mark of each blank (``index``, ``fill``, ``passed``, ``message``). Empty if none."""
     attempts = practice(request).attempts(ex)  # [] when the store cannot be read: never a failed page
@@ -60,9 +61,9 @@ def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[d
             break
         code = get("code")
         if code:
-            fills = bl.extract_fills(code, ex.solution_source, _blanks(ex))
-            fills = {i: f for i, f in fills.items() if f and f != bl.PLACEHOLDER}
-            marks = [{"index": b.get("index"), "fill": fills.get(b.get("index"), ""), "passed": b.get("passed"),
+            found = bl.extract_fills(code, ex.solution_source, _blanks(ex))
+            fills: dict[int, str] = {i: f for i, f in found.items() if f and f != bl.PLACEHOLDER}
+            marks = [{"index": b.get("index"), "fill": fills.get(int(b.get("index") or 0), ""), "passed": b.get("passed"),
                       "message": b.get("message") or ""}
                      for b in ((get("verdict") or {}).get("blanks") or []) if isinstance(b, dict)]
             return fills, marks
@@ -102,7 +103,9 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
     strings = ui(lang)
     marks = {b.index: f"@@ALIGNLINGS_BLANK_{b.index}@@" for b in blanks}
     marked = bl.render(ex.solution_source, blanks, marks, todos=list(texts.blanks), comments=_comments(ex, lang))
-    holes, after_line, source = [], {}, marked
+    holes: list[render.Hole] = []
+    after_line: dict[int, str] = {}
+    source = marked
     for b in blanks:  # swap each marker for _____ so the lexer sees the template, and note where
         start = source.index(marks[b.index])
         source = source[:start] + bl.PLACEHOLDER + source[start + len(marks[b.index]):]
@@ -185,9 +188,10 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         from alignlings.practice.grader import template_for
 
         checked = session.check(ex, code=body.code, fills=body.fills, lang=lang)
+        verdict: Any = checked.verdict
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
-            return checked.verdict
-        return web_verdict.for_web(checked.verdict, template=template_for(ex, lang), fills=body.fills,
+            return verdict
+        return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
                                    graded_code=checked.code, lang=lang)
 
     return await graded(request, grade, what=ex.key)
