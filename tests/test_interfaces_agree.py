@@ -171,15 +171,15 @@ def right_answer(shown: dict) -> tuple[str, object]:
     """The right answer to a review item: as the CLI's input, and as the web's ``answer``."""
     from alignlings.practice import cloze as cz
 
-    ex = COURSE.get(shown["exercise"])
-    if shown["form"] == "quiz":
-        q = next(q for q in ex.quiz if q.id == shown["item"].split("/", 1)[1])
+    ex = COURSE.get(shown.exercise)
+    if shown.form == "quiz":
+        q = next(q for q in ex.quiz if q.id == shown.item.split("/", 1)[1])
         return LETTERS[q.answer] + "\n", q.answer
-    if shown["form"] == "cloze":
-        keys = {m["key"] for m in shown["masked"]}
-        positions = [p for p in cz.maskable_positions(shown["source"]) if p.key in keys]
+    if shown.form == "cloze":
+        keys = {m["key"] for m in shown.masked}
+        positions = [p for p in cz.maskable_positions(shown.source) if p.key in keys]
         return "".join(p.token + "\n" for p in positions), {p.key: p.token for p in positions}
-    fill = bl.find_blanks(ex.solution_source)[shown["blank"] - 1].answer
+    fill = bl.find_blanks(ex.solution_source)[shown.blank - 1].answer
     return fill + "\n", fill
 
 
@@ -190,12 +190,12 @@ def test_a_review_answer_is_rated_the_same_through_both(tmp_path, monkeypatch):
     clock = rv.FixedClock(datetime.now(timezone.utc) + timedelta(days=3))
     monkeypatch.setattr(rv, "CLOCK", clock)
     shown = first_due(tmp_path / "cli" / pr.DB_NAME, clock)
-    assert first_due(tmp_path / "web.sqlite3", clock)["item"] == shown["item"]
+    assert first_due(tmp_path / "web.sqlite3", clock).item == shown.item
     typed, given = right_answer(shown)
     out = cli(tmp_path / "cli", "review", "--limit", "1", input=typed).output
     assert "Rated easy" in out, out
     with web(tmp_path / "web.sqlite3") as c:
-        r = ok(c.post("/api/review/answer", json={"item": shown["item"], "pack": shown["pack"], "answer": given,
+        r = ok(c.post("/api/review/answer", json={"item": shown.item, "pack": shown.pack, "answer": given,
                                                   "seconds": 1.0}))
     assert r["result"]["correct"] and r["schedule"]["rating"] == "easy"
     assert state(tmp_path / "cli" / pr.DB_NAME)["reviews"] == state(tmp_path / "web.sqlite3")["reviews"]

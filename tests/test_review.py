@@ -276,8 +276,8 @@ def test_code_items_are_graded_in_the_sandbox(tmp_path, pack, grader):
         review = rv.Review(store, pack, rv.FixedClock(T0 + timedelta(days=1)))
         miss = review.find(KEYS["misconception"])
         shown = rv.present(review, miss, "zh")
-        assert shown["form"] == "blank" and shown["blank"] == 4 and "_____" in shown["source"].splitlines()[11]
-        assert "logsigmoid(margin).mean()" not in shown["source"]
+        assert isinstance(shown, rv.BlankPrompt) and shown.blank == 4 and "_____" in shown.source.splitlines()[11]
+        assert "logsigmoid(margin).mean()" not in shown.source
         again = rv.check(review, miss, "-F.logsigmoid(margin).sum()", grader=grader, lang="en")
         assert not again["correct"] and again["repeated"] and again["misconception"] == "sum-not-mean"
         feedback = next(m for m in pack.get("dpo-loss").misconceptions if m.id == "sum-not-mean").feedback["en"]
@@ -286,7 +286,7 @@ def test_code_items_are_graded_in_the_sandbox(tmp_path, pack, grader):
         assert right["correct"] and not right["repeated"]
         cloze = review.find(KEYS["cloze"])
         shown = rv.present(review, cloze)
-        answers = {m["key"]: tok for m, tok in zip(shown["masked"], ["loss", "-", "F", "logsigmoid", "margin", "mean"])}
+        answers = {m["key"]: tok for m, tok in zip(shown.masked, ["loss", "-", "F", "logsigmoid", "margin", "mean"])}
         assert rv.check(review, cloze, answers, grader=grader)["correct"]
         assert not rv.check(review, cloze, dict(answers, **{"12:33": "sum"}), grader=grader)["correct"]
         with pytest.raises(ValueError, match="answer"):
@@ -295,7 +295,7 @@ def test_code_items_are_graded_in_the_sandbox(tmp_path, pack, grader):
             rv.check(review, miss, "x")
         # a solved exercise is re-solved at its hardest blank
         solved = review.find(KEYS["exercise"])
-        assert rv.present(review, solved)["blank"] == 1
+        assert rv.present(review, solved).blank == 1
 
 
 # -- the CLI through its runner --------------------------------------------------------------------
@@ -509,7 +509,7 @@ def test_review_serves_only_met_items_and_withholds_the_answer_of_an_unsolved_ex
          "code": "", "verdict": {"passed": True, "blanks": [], "cases": []}, "source": "cli"}]})
     practice = Practice(store, pack, _WrongGrader())
     # a catalog item the learner never met is neither served nor accepted
-    assert "quiz/grpo-vs-ppo" not in {p.shown["item"] for p in practice.review_queue().items}
+    assert "quiz/grpo-vs-ppo" not in {p.shown.item for p in practice.review_queue().items}
     with pytest.raises(UsageError, match="not an item you have met"):
         practice.review_answer(PACK, "quiz/grpo-vs-ppo", 0)
     # dpo-loss is neither solved nor revealed: a wrong answer to its misconception does not give the fill

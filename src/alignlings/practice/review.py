@@ -47,10 +47,10 @@ import tomllib
 import uuid as uuidlib
 import weakref
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from alignlings.practice.pack import Exercise, Pack, PackError
 
@@ -582,32 +582,85 @@ def hardest_blank(ex: Exercise, attempts: list[dict]) -> int:
     return max(failed, key=lambda i: (failed[i], known[i], i))
 
 
-def present(review: Review, item: Item, lang: str = "en") -> dict:
-    """What the learner sees for an item (no answers): ``form`` is "quiz", "cloze", "blank" or
-    "bug" (a bug drill's buggy file: ``source``, the drill's ``statement``, and as ``hint`` the
-    neighbourhood of the bug, worded as the drill's own hint, without the line)."""
+@dataclass(frozen=True)
+class Prompt:
+    """What the learner sees of a review item, without its answer; one subclass per way of asking
+    (``form``), which the interfaces render by type."""
+
+    item: str
+    pack: str
+    kind: str
+    exercise: str
+    title: str
+    concepts: list[str]
+    form: ClassVar[str] = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON the web app sends (``form`` included)."""
+        return {**asdict(self), "form": self.form}
+
+
+@dataclass(frozen=True)
+class QuizPrompt(Prompt):
+    question: str
+    options: list[str]
+    form: ClassVar[str] = "quiz"
+
+
+@dataclass(frozen=True)
+class ClozePrompt(Prompt):
+    source: str
+    line: int
+    masked: list[dict]  # key, line, col, end_col of each masked token
+    hints: list[str]  # the first character of each masked token
+    rendered: str  # the source with the masks in place
+    form: ClassVar[str] = "cloze"
+
+
+@dataclass(frozen=True)
+class BlankPrompt(Prompt):
+    blank: int
+    source: str  # the reference with every other blank filled, without its __main__ section
+    line: int
+    todo: str
+    hint: str
+    variant: str  # "blank" (write the fill) or "fix" (correct the misconceived fill in ``prefill``)
+    prefill: str
+    form: ClassVar[str] = "blank"
+
+
+@dataclass(frozen=True)
+class BugPrompt(Prompt):
+    source: str  # the buggy file
+    statement: str
+    hint: str  # the neighbourhood of the bug, worded as the drill's own hint, without the line
+    line: None = None
+    form: ClassVar[str] = "bug"
+
+
+def present(review: Review, item: Item, lang: str = "en") -> Prompt:
+    """What the learner sees for an item (no answers): a :class:`QuizPrompt`, :class:`ClozePrompt`,
+    :class:`BlankPrompt` (misconception and exercise items) or :class:`BugPrompt`."""
     from alignlings.practice import blanks as bl
     from alignlings.practice import cloze as cz
 
     ex = review.pack.get(item.exercise)
-    base = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
-            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
+    base: dict[str, Any] = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
+                            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
     if item.kind == "quiz":
         q = next(q for q in ex.quiz if q.id == item.question)
-        return base | {"form": "quiz", "question": q.question.get(lang, ""),
-                       "options": [o.text.get(lang, "") for o in q.options]}
+        return QuizPrompt(**base, question=q.question.get(lang, ""), options=[o.text.get(lang, "") for o in q.options])
     if item.kind == "bug":
         from alignlings.practice import bugdrill
 
-        return base | {"form": "bug", "source": ex.buggy_source, "line": None,
-                       "statement": ex.texts(lang).statement, "hint": bugdrill.where(ex, lang)}
+        return BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
+                         hint=bugdrill.where(ex, lang))
     if item.kind == "cloze":
         source = cz.snippet_source(ex, lang)
         masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
-        return base | {"form": "cloze", "source": source, "line": item.line,
-                       "masked": [{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
-                       "hints": [p.token[0] for p in masked],  # the first character of each masked token
-                       "rendered": cz.render(source, masked)}
+        return ClozePrompt(**base, source=source, line=item.line or 0,
+                           masked=[{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
+                           hints=[p.token[0] for p in masked], rendered=cz.render(source, masked))
     blank = item.blank or hardest_blank(ex, review.store.attempts(ex.id, pack=ex.pack))
     variant = misconception_variant(review, item)
     blanks = bl.find_blanks(ex.solution_source)
@@ -616,13 +669,10 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
     code = cz.strip_main(bl.render(ex.solution_source, blanks, fills,
                                    comments=texts.comments if lang != "en" else None))
     hints = texts.blank_hints[blank - 1] if len(texts.blank_hints) >= blank else ()
-    target = blanks[blank - 1]
-    out = base | {"form": "blank", "blank": blank, "source": code, "line": target.line,
-                  "todo": texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
-                  "hint": hints[0] if hints else "", "variant": variant, "prefill": ""}
-    if variant == "fix":
-        out["prefill"] = next(m.fill for m in ex.misconceptions if m.id == item.misconception)
-    return out
+    prefill = next(m.fill for m in ex.misconceptions if m.id == item.misconception) if variant == "fix" else ""
+    return BlankPrompt(**base, blank=blank, source=code, line=blanks[blank - 1].line,
+                       todo=texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
+                       hint=hints[0] if hints else "", variant=variant, prefill=prefill)
 
 
 def fresh_inputs(review: Review, item: Item) -> int:
@@ -690,7 +740,8 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     if "\n" in answer.strip():
         raise ValueError("answer: a blank's fill must fit on one line")
     shown = present(review, item, lang)
-    blank = shown["blank"]
+    assert isinstance(shown, BlankPrompt)  # misconception and exercise items are asked as a blank
+    blank = shown.blank
     blanks = bl.find_blanks(ex.solution_source)
     fills = [answer if b.index == blank else b.answer for b in blanks]
     verdict: Any = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False,
@@ -742,4 +793,4 @@ def describe_answer(answer: Any) -> str:
 
 
 __all__ = ["AGAIN", "HARD", "GOOD", "EASY", "Clock", "FixedClock", "Item", "Review", "catalog", "check",
-           "present", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]
+           "present", "Prompt", "QuizPrompt", "ClozePrompt", "BlankPrompt", "BugPrompt", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]

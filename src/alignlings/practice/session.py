@@ -202,7 +202,7 @@ class Summary(_Result):
 
 @dataclass
 class ReviewPrompt(_Result):
-    shown: dict  # review.present(): what the learner sees, without answers
+    shown: Any  # review.Prompt (its subclass says how it is asked): what the learner sees, without answers
     retrievability: float
 
 

@@ -44,18 +44,20 @@ def due_count(request: Request) -> int:
         return 0
 
 
-def _public(shown: dict, lang: str) -> dict:
-    """An item as the page needs it: quiz options as HTML, code split into lines with the masks (a
-    bug drill keeps its whole ``source`` for the editor, its statement as HTML)."""
-    out = {k: v for k, v in shown.items() if k not in ("source", "rendered")}
-    if shown["form"] == "bug":
-        out["source"] = shown["source"]
-        out["statement_html"] = render.markdown(shown["statement"]) if shown.get("statement") else ""
-    if shown["form"] == "quiz":
-        out["question_html"] = render.markdown(shown["question"])
-        out["options_html"] = [render.inline_markdown(o) for o in shown["options"]]
-    else:
-        out["lines"] = shown["source"].splitlines()
+def _public(shown, lang: str) -> dict:
+    """An item (``review.Prompt``) as the page needs it: quiz options as HTML, code split into lines
+    with the masks (a bug drill keeps its whole ``source`` for the editor, its statement as HTML)."""
+    from alignlings.practice import review as rv
+
+    out = {k: v for k, v in shown.as_dict().items() if k not in ("source", "rendered")}
+    if isinstance(shown, rv.QuizPrompt):
+        out["question_html"] = render.markdown(shown.question)
+        out["options_html"] = [render.inline_markdown(o) for o in shown.options]
+        return out
+    out["lines"] = shown.source.splitlines()
+    if isinstance(shown, rv.BugPrompt):
+        out["source"] = shown.source
+        out["statement_html"] = render.markdown(shown.statement) if shown.statement else ""
     return out
 
 
