@@ -47,7 +47,9 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def short_busy_timeout(monkeypatch):
     """A locked database answers "locked" after 0.3 s instead of the store's 30 s."""
-    monkeypatch.setattr(pr, "BUSY_TIMEOUT_MS", 300)
+    from alignlings.practice.store import sqlite as store_sqlite
+
+    monkeypatch.setattr(store_sqlite, "BUSY_TIMEOUT_MS", 300)
 
 
 def cli(home, *args, input=None):

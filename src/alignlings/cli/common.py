@@ -106,7 +106,7 @@ def exercise_file(exercise_id: str) -> Path:
 
 
 def store():
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     return ProgressStore()
 

@@ -83,7 +83,7 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
     p = load_pack(pack if pack is not None else default_pack_paths())
     ex = p.get(exercise_id)
     code = build_code(template_for(ex, "en"), objs)
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
     from alignlings.practice.service import STORE_ERRORS
     from alignlings.practice.session import Practice
 

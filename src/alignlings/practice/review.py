@@ -56,7 +56,7 @@ from alignlings.practice.pack import Exercise, Pack, PackError
 
 if TYPE_CHECKING:
     from alignlings.practice.grader import Grader
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}

@@ -429,7 +429,7 @@ class Practice:
 
     def quiz_start(self, ex: Exercise) -> QuizRound:
         """Start a round: answers before now no longer count toward it (the history keeps them)."""
-        from alignlings.practice.progress import utcnow
+        from alignlings.practice.store import utcnow
 
         if not ex.is_quiz:
             raise UsageError("exercise", f"expected a quiz, got {ex.key!r} ({ex.kind})")
@@ -466,7 +466,7 @@ class Practice:
         if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
             raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
         correct = choice == q.answer
-        from alignlings.practice.progress import utcnow
+        from alignlings.practice.store import utcnow
 
         recorded = self._safely(f"an answer to {q.id}",
                                 lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
