@@ -17,6 +17,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from alignlings.practice import progress as pr  # noqa: E402
+from alignlings.practice.store import postgres as pr_postgres  # noqa: E402
 from alignlings.practice import service  # noqa: E402
 from alignlings.practice.pack import load_pack  # noqa: E402
 
@@ -125,7 +126,7 @@ def test_a_real_outage_keeps_the_verdict_and_the_store_recovers(monkeypatch, cap
     u = urlsplit(URL)
     relay = Relay(u.hostname or "127.0.0.1", u.port or 5432)
     netloc = u.netloc.rsplit("@", 1)[0] + f"@127.0.0.1:{relay.port}"
-    monkeypatch.setattr(pr, "PG_POOL_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(pr_postgres, "PG_POOL_TIMEOUT_S", 2.0)
     store = pr.ProgressStore(urlunsplit(u._replace(netloc=netloc)))
     try:
         ann = store.for_learner(store.add_learner("Outage Ann")[0])

@@ -90,7 +90,8 @@ def app(tmp_path):
         ("events", ("grpo-loss", "reveal", 7)),
         ("quiz", (QUIZ[0].id, wrong_choice, False, 60)),  # after a 53-minute break
     ])
-    store.for_learner(bo).set_setting("web.blank_hints_taken:dpo-loss", {"1": 2, "3": 1})  # per-blank hints
+    # per-blank hints (blanks 1, 1 and 3): since schema 6 every hint of either kind is one hint event
+    write(store, bo, [("events", ("dpo-loss", "hint", 7))] * 3)
     app.state.ids = {"Ann": ann, "Bo": bo, "wrong_choice": wrong_choice}
     return app
 
@@ -107,7 +108,7 @@ def test_per_learner_who_is_stuck_where(app):
     assert ann["time_on_task_s"] == 60 + 12 * 60  # one session: 0 -> 2 -> 10 -> 12 minutes, plus a minute to start
     assert bo["failing_blanks"] == {"dpo-loss": [3]}  # what his latest attempt fails, not the first one's blank
     assert bo["misconceptions"] == [(f"dpo-loss: {MISC.id}", 1)]
-    assert bo["hints"] == 3  # both kinds: no hint event, three per-blank hints on the web
+    assert bo["hints"] == 3  # both kinds count: three per-blank hints
     assert bo["revealed"] == ["grpo-loss"]
     choice = QUIZ[0].options[app.state.ids["wrong_choice"]].text["en"]
     assert bo["wrong_choices"] == [{"exercise": "concepts", "question": QUIZ[0].id, "choice": choice}]

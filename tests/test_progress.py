@@ -472,3 +472,64 @@ def test_export_carries_the_pack_and_a_version_1_file_imports_as_builtin(tmp_pat
             | {"uuid": "9b2f3c2e-0000-4000-8000-000000000021"}]}
         assert b.import_(old)["attempts"] == 1
         assert b.summary()["dpo-loss"]["solved"]
+
+
+def test_migration_6_moves_the_web_hint_counters_and_round_keys_losing_nothing(tmp_path):
+    """The web app kept per-blank hints in ``web.blank_hints_taken:ID`` (no hint event, blind to
+    resets) and the quiz round in ``web.quiz_round_started:ID``; the CLI in ``blank_hints/PACK/ID/N``
+    with a hint event each. After migration 6 both interfaces read one form and every hint counts."""
+    path = tmp_path / "p.sqlite3"
+    db = P.connect(path)
+    P.migrate(db, target=5)  # a store as the previous release left it
+
+    def event(learner, pack, exercise, kind, at):
+        db.execute("INSERT INTO events (uuid, learner, pack, exercise, kind, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                   (f"{learner}-{exercise}-{kind}-{at}", learner, pack, exercise, kind, at))
+
+    def setting(learner, key, value, at):
+        db.execute("INSERT INTO settings (learner, key, value, updated_at) VALUES (?, ?, ?, ?)",
+                   (learner, key, json.dumps(value), at))
+
+    t = [f"2026-01-0{i}T00:00:00.000000+00:00" for i in range(1, 8)]
+    event("", "dpo-grpo", "dpo-loss", "hint", t[0])  # the CLI: one hint of the exercise's own ...
+    event("", "dpo-grpo", "dpo-loss", "hint", t[1])  # ... and one about blank 2
+    setting("", "blank_hints/dpo-grpo/dpo-loss/2", {"taken": 1, "reset_at": ""}, t[1])
+    setting("", "web.blank_hints_taken:dpo-loss", {"1": 2, "2": 1}, t[2])  # the web: 3 blank hints, no events
+    setting("", "web.blank_hints_taken:my-pack/ipo-loss", {"1": 1}, t[2])
+    setting("", "web.quiz_round_started:concepts", t[3], t[3])
+    setting("", "welcomed_at", t[0], t[0])
+    # a classroom learner whose web blank hint came before a reset of the exercise
+    setting("L1", "web.blank_hints_taken:grpo-loss", {"1": 1}, t[4])
+    event("L1", "dpo-grpo", "grpo-loss", "reset", t[5])
+    db.close()
+
+    store = ProgressStore(path)
+    settings = {k: v["value"] for k, v in store.export()["settings"].items()}
+    assert not [k for k in settings if k.startswith("web.")]
+    assert settings["blank_hints/dpo-grpo/dpo-loss/1"] == {"taken": 2, "reset_at": ""}
+    assert settings["blank_hints/dpo-grpo/dpo-loss/2"] == {"taken": 2, "reset_at": ""}  # CLI 1 + web 1
+    assert settings["hints/dpo-grpo/dpo-loss"] == {"taken": 1, "reset_at": ""}
+    assert settings["blank_hints/my-pack/ipo-loss/1"] == {"taken": 1, "reset_at": ""}
+    assert settings["quiz_round/dpo-grpo/concepts"] == t[3] and settings["welcomed_at"] == t[0]
+    assert store.summary()["dpo-loss"]["hints"] == 5  # the web's blank hints count now
+    assert store.summary("my-pack")["ipo-loss"]["hints"] == 1
+    learner = store.for_learner("L1")
+    assert learner.summary()["grpo-loss"]["hints"] == 0  # taken before the reset: history, not the count
+    assert [e["kind"] for e in learner.export()["events"]] == ["hint", "reset"]
+    assert learner.get_setting("blank_hints/dpo-grpo/grpo-loss/1") is None
+    # each progression goes on from where it was, through the one method both interfaces use
+    assert store.take_hint("dpo-loss", key="blank_hints/dpo-grpo/dpo-loss/1", limit=3) == 3
+    assert store.take_hint("dpo-loss", key="hints/dpo-grpo/dpo-loss", limit=4) == 2
+    assert store.summary()["dpo-loss"]["hints"] == 7
+    store.close()
+
+
+def test_take_hint_counts_one_event_per_hint_up_to_the_limit_and_restarts_after_a_reset(store):
+    key = "blank_hints/dpo-grpo/dpo-loss/1"
+    assert [store.take_hint("dpo-loss", key=key, limit=2) for _ in range(3)] == [1, 2, 2]
+    assert store.hint_progress("dpo-loss", key=key) == 2 and store.hints_taken("dpo-loss") == 2
+    store.reset("dpo-loss")
+    assert store.hint_progress("dpo-loss", key=key) == 0
+    assert store.take_hint("dpo-loss", key=key, limit=2) == 1 and store.summary()["dpo-loss"]["hints"] == 1
+    with pytest.raises(ValueError, match="limit"):
+        store.take_hint("dpo-loss", key=key, limit=-1)

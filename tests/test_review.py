@@ -276,8 +276,8 @@ def test_code_items_are_graded_in_the_sandbox(tmp_path, pack, grader):
         review = rv.Review(store, pack, rv.FixedClock(T0 + timedelta(days=1)))
         miss = review.find(KEYS["misconception"])
         shown = rv.present(review, miss, "zh")
-        assert shown["form"] == "blank" and shown["blank"] == 4 and "_____" in shown["source"].splitlines()[11]
-        assert "logsigmoid(margin).mean()" not in shown["source"]
+        assert isinstance(shown, rv.BlankPrompt) and shown.blank == 4 and "_____" in shown.source.splitlines()[11]
+        assert "logsigmoid(margin).mean()" not in shown.source
         again = rv.check(review, miss, "-F.logsigmoid(margin).sum()", grader=grader, lang="en")
         assert not again["correct"] and again["repeated"] and again["misconception"] == "sum-not-mean"
         feedback = next(m for m in pack.get("dpo-loss").misconceptions if m.id == "sum-not-mean").feedback["en"]
@@ -286,7 +286,7 @@ def test_code_items_are_graded_in_the_sandbox(tmp_path, pack, grader):
         assert right["correct"] and not right["repeated"]
         cloze = review.find(KEYS["cloze"])
         shown = rv.present(review, cloze)
-        answers = {m["key"]: tok for m, tok in zip(shown["masked"], ["loss", "-", "F", "logsigmoid", "margin", "mean"])}
+        answers = {m["key"]: tok for m, tok in zip(shown.masked, ["loss", "-", "F", "logsigmoid", "margin", "mean"])}
         assert rv.check(review, cloze, answers, grader=grader)["correct"]
         assert not rv.check(review, cloze, dict(answers, **{"12:33": "sum"}), grader=grader)["correct"]
         with pytest.raises(ValueError, match="answer"):
@@ -295,7 +295,7 @@ def test_code_items_are_graded_in_the_sandbox(tmp_path, pack, grader):
             rv.check(review, miss, "x")
         # a solved exercise is re-solved at its hardest blank
         solved = review.find(KEYS["exercise"])
-        assert rv.present(review, solved)["blank"] == 1
+        assert rv.present(review, solved).blank == 1
 
 
 # -- the CLI through its runner --------------------------------------------------------------------
@@ -482,3 +482,58 @@ def test_review_page_keyboard_only(tmp_path, monkeypatch, lang):
         server.should_exit = True
         thread.join(timeout=10)
         store.close()
+
+
+# -- review never hands out what would solve an exercise (issue 19 §2) ------------------------------
+
+class _WrongGrader:
+    """Every code answer is wrong (no sandbox needed to judge what the learner is shown)."""
+
+    def check(self, key, code=None, *, fills=None, **kw):
+        if code is not None:  # a bug drill's whole file
+            return {"exercise": key, "passed": False, "blanks": [], "cases": [], "error": None,
+                    "bug": {"changes": "no lines changed", "diff": "", "failing": ["spec"]}}
+        return {"exercise": key, "passed": False, "cases": [], "error": None,
+                "blanks": [{"index": i, "passed": False, "message": "not yet"} for i in range(1, len(fills) + 1)]}
+
+
+def test_review_serves_only_met_items_and_withholds_the_answer_of_an_unsolved_exercise(tmp_path, pack, monkeypatch):
+    from alignlings.practice.session import Practice, UsageError
+
+    monkeypatch.setattr(rv, "CLOCK", rv.FixedClock(T0 + timedelta(days=3)))
+    store = ProgressStore(tmp_path / "p.sqlite3")
+    seed_history(store)
+    bug = pack.get("scale-rewards-batch")
+    store.import_({"format": "alignlings-progress", "version": 2, "attempts": [
+        {"uuid": _u(), "pack": bug.pack, "exercise": bug.id, "passed": True, "created_at": T0.isoformat(),
+         "code": "", "verdict": {"passed": True, "blanks": [], "cases": []}, "source": "cli"}]})
+    practice = Practice(store, pack, _WrongGrader())
+    # a catalog item the learner never met is neither served nor accepted
+    assert "quiz/grpo-vs-ppo" not in {p.shown.item for p in practice.review_queue().items}
+    with pytest.raises(UsageError, match="not an item you have met"):
+        practice.review_answer(PACK, "quiz/grpo-vs-ppo", 0)
+    # dpo-loss is neither solved nor revealed: a wrong answer to its misconception does not give the fill
+    miss = practice.review_answer(PACK, KEYS["misconception"], "x", seconds=3)
+    assert miss.rating == "again" and miss.result["expected"] is None and miss.result["withheld"]
+    # grpo-advantages is solved: its reference fill is shown; reset it, and it is not any more
+    solved = practice.review_answer(PACK, KEYS["exercise"], "x")
+    assert solved.result["expected"] and not solved.result.get("withheld")
+    store.reset("grpo-advantages", pack=PACK)
+    assert practice.review_answer(PACK, KEYS["exercise"], "x").result["expected"] is None
+    # a bug drill fixed once, then reset: a wrong answer does not show the fix's diff ...
+    store.reset(bug.id, pack=bug.pack)
+    assert practice.review_answer(bug.pack, f"bug/{bug.id}", bug.buggy_source).result["expected"] is None
+    # ... until the solution was seen (and the teacher's view says so)
+    practice.reveal(bug)
+    practice.reveal(pack.get("dpo-loss"))
+    assert "@@" in practice.review_answer(bug.pack, f"bug/{bug.id}", bug.buggy_source).result["expected"]
+    assert practice.review_answer(PACK, KEYS["misconception"], "x").result["expected"]
+    assert store.summary(PACK)["dpo-loss"]["revealed"]
+    store.close()
+
+
+def test_web_review_refuses_an_item_not_met(client):
+    # in the catalog (a quiz question of the pack) but never answered: 404, not graded, not scheduled
+    r = client.post("/api/review/answer", json={"item": "quiz/grpo-vs-ppo", "pack": PACK, "answer": 0})
+    assert r.status_code == 404 and "not an item you have met" in r.json()["detail"]
+    assert "quiz/grpo-vs-ppo" not in json.dumps(client.get("/api/review/queue").json())

@@ -162,10 +162,10 @@ def test_bug_item_is_presented_and_rejects_bad_answers(tmp_path, course):
         item = review.find(f"bug/{BUG}")
         for lang in ("en", "zh"):
             shown = rv.present(review, item, lang)
-            assert shown["form"] == "bug" and shown["source"] == course.get(BUG).buggy_source
-            assert shown["statement"] == course.get(BUG).texts(lang).statement
-            assert "26" not in shown["hint"] or "-" in shown["hint"]  # a neighbourhood, not the line
-        assert shown["hint"] != rv.present(review, item, "en")["hint"]
+            assert isinstance(shown, rv.BugPrompt) and shown.source == course.get(BUG).buggy_source
+            assert shown.statement == course.get(BUG).texts(lang).statement
+            assert "26" not in shown.hint or "-" in shown.hint  # a neighbourhood, not the line
+        assert shown.hint != rv.present(review, item, "en").hint
         with pytest.raises(ValueError, match="grader"):
             rv.check(review, item, "x = 1\n")
         with pytest.raises(ValueError, match="answer"):
@@ -370,13 +370,13 @@ def test_misconception_retest_alternates_blank_and_fix(tmp_path, course, grader)
         review = rv.Review(store, course, clock)
         item = review.find("misconception/dpo-loss/sum-not-mean")
         first = rv.present(review, item, "en")
-        assert first["variant"] == "blank" and first["prefill"] == ""
+        assert first.variant == "blank" and first.prefill == ""
         review.answer(item, rv.GOOD)
         second = rv.present(review, item, "zh")
         fill = next(m.fill for m in course.get("dpo-loss").misconceptions if m.id == "sum-not-mean")
-        assert second["variant"] == "fix" and second["prefill"] == fill and second["blank"] == 4
-        kept = rv.check(review, item, second["prefill"], grader=grader)  # the mistake left in place
+        assert second.variant == "fix" and second.prefill == fill and second.blank == 4
+        kept = rv.check(review, item, second.prefill, grader=grader)  # the mistake left in place
         assert not kept["correct"] and kept["repeated"]
         assert rv.check(review, item, "-F.logsigmoid(margin).mean()", grader=grader)["correct"]
         review.answer(item, rv.GOOD)
-        assert rv.present(review, item)["variant"] == "blank"
+        assert rv.present(review, item).variant == "blank"

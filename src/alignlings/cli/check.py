@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load,
-                                   pack_args, resolve_lang, store)
+                                   pack_args, resolve_lang, saved, store)
 
 
 def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
@@ -23,11 +23,13 @@ def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") ->
         raise typer.BadParameter(f"{path} is not UTF-8 text", param_hint="FILE") from None
 
 
-def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> dict:
-    """The service's grade-and-record for a file (a store that cannot be written never hides the verdict)."""
-    from alignlings.practice.service import grade_and_record as grade
+def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> Any:
+    """Grade a file and record it through the learner's session (a store that cannot be written never
+    hides the verdict)."""
+    from alignlings.practice.session import Practice
 
-    return grade(grader, store(), grader.pack.get(exercise_id), code=code, lang=lang, source=source)[0]
+    practice = Practice(store(), grader.pack, grader, source=source)
+    return practice.check(grader.pack.get(exercise_id), code=code, lang=lang).verdict
 
 
 def check(
@@ -45,10 +47,15 @@ def check(
     p = load(pack)
     ex = get_exercise(p, exercise_id, code_only=True)
     _, code = read_submission(ex.key, file, pack_args(pack))
+    from alignlings.practice.session import Practice
+
     with Grader(p) as grader:
-        verdict = grade_and_record(grader, ex.key, code, lang)
+        checked = Practice(store(), p, grader, source="cli").check(ex, code=code, lang=lang)
+    verdict: Any = checked.verdict
     if as_json:
         typer.echo(json.dumps(verdict, ensure_ascii=False))
     else:
-        render_verdict(verdict, lang, console())
+        out = console()
+        render_verdict(verdict, lang, out)
+        saved(out, checked, lang)
     raise typer.Exit(0 if verdict["passed"] else 1)

@@ -5,6 +5,7 @@ Nothing here imports torch: commands that grade or train import it in their own 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import locale
 import os
@@ -105,9 +106,42 @@ def exercise_file(exercise_id: str) -> Path:
 
 
 def store():
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     return ProgressStore()
+
+
+def session(course, *, graded: bool = False):
+    """The learner's practice session on ``course`` (``alignlings.practice.session.Practice``): every
+    command goes through it. ``graded``: a grader is started on first use (closed with the session)."""
+    from alignlings.practice.session import Practice
+
+    def make_grader():
+        from alignlings.practice.grader import Grader
+
+        return Grader(course)
+
+    return Practice(store(), course, make_grader if graded else None, source="cli")
+
+
+_PARAM_HINTS = {"blank": "--blank", "ratio": "--ratio", "limit": "--limit", "data": "--import"}
+
+
+@contextlib.contextmanager
+def usage():
+    """The session's UsageError as a usage error naming the option or argument (exit code 2)."""
+    from alignlings.practice.session import UsageError
+
+    try:
+        yield
+    except UsageError as exc:
+        raise typer.BadParameter(exc.message, param_hint=_PARAM_HINTS.get(exc.argument, exc.argument)) from None
+
+
+def saved(out, result, lang: str) -> None:
+    """A dim line when what the learner did could not be recorded (the result itself was shown)."""
+    if not getattr(result, "recorded", True):
+        out.print(f"[dim]{t('not_saved', lang)}[/]")
 
 
 def console(stderr: bool = False):
@@ -124,9 +158,10 @@ def t(key: str, lang: str, **kw) -> str:
 
 
 def summaries(pack, s) -> dict[str, dict]:
-    """Exercise key -> its progress row (the store keys rows by pack and exercise id)."""
-    by_pack = {p.id: s.summary(p.id) for p in pack.packs}
-    return {ex.key: by_pack.get(ex.pack, {}).get(ex.id, {}) for ex in pack}
+    """Exercise key -> its progress row (the session's summary, as plain dicts)."""
+    from alignlings.practice.session import Practice
+
+    return {key: row.as_dict() for key, row in Practice(s, pack).summary().exercises.items()}
 
 
 def next_exercise(pack, summary: dict):

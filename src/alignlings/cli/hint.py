@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, pack_args, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, load, pack_args, resolve_lang, saved, session, usage
 
 MSG = i18n.table("cli.hint")  # strings: locales/{en,zh}.toml [cli.hint]
 
@@ -24,47 +24,16 @@ def hint(
     from rich.markdown import Markdown
 
     lang = resolve_lang(lang)
-    ex = get_exercise(load(pack), exercise_id)
-    if blank is not None:
-        _blank_hint(ex, blank, lang)
-        return
-    hints = ex.texts(lang).hints
-    if not hints:
-        raise typer.BadParameter(f"{exercise_id!r} has no hints", param_hint="ID")
-    taken = store().record_hint(ex.id, pack=ex.pack, available=len(hints))
-    n = min(taken, len(hints))
+    practice = session(load(pack))
+    with usage():
+        ex = practice.exercise(exercise_id)
+        h = practice.hint(ex, blank, lang=lang)
     out = console()
-    out.print(f"[bold]{MSG['hint'][lang].format(n=n, total=len(hints))}[/]")
-    out.print(Markdown(hints[n - 1]))
-    if n == len(hints):
-        out.print(f"[dim]{MSG['last'][lang].format(id=ex.key + pack_args(pack))}[/]")
-
-
-def _blank_hint(ex, blank: int, lang: str) -> None:
-    """The next hint for one blank. Each is recorded as a hint taken on the exercise (as plain
-    ``hint`` does); how far the learner got on each blank is kept in a setting, restarted when the
-    exercise is reset."""
-    from rich.markdown import Markdown
-
-    if not ex.is_code:
-        raise typer.BadParameter(f"{ex.key!r} is the quiz: it has no blanks", param_hint="--blank")
-    per_blank = ex.texts(lang).blank_hints
-    if not per_blank:
-        raise typer.BadParameter(f"{ex.key!r} has no per-blank hints", param_hint="--blank")
-    if not 1 <= blank <= len(per_blank):
-        raise typer.BadParameter(f"expected a blank from 1 to {len(per_blank)}, got {blank}", param_hint="--blank")
-    hints = per_blank[blank - 1]
-    st = store()
-    key = f"blank_hints/{ex.pack}/{ex.id}/{blank}"
-    reset_at = st._reset_at(ex.id, ex.pack)  # the store's own reset marker: a reset starts the blank over
-    seen = st.get_setting(key) or {}
-    taken = seen.get("taken", 0) if isinstance(seen, dict) and seen.get("reset_at") == reset_at else 0
-    if taken < len(hints):
-        st.record_hint(ex.id, pack=ex.pack)
-        taken += 1
-        st.set_setting(key, {"taken": taken, "reset_at": reset_at})
-    out = console()
-    out.print(f"[bold]{MSG['blank'][lang].format(blank=blank, n=taken, total=len(hints))}[/]")
-    out.print(Markdown(hints[taken - 1]))
-    if taken == len(hints):
-        out.print(f"[dim]{MSG['blank_last'][lang]}[/]")
+    if blank is None:
+        out.print(f"[bold]{MSG['hint'][lang].format(n=h.index, total=h.total)}[/]")
+    else:
+        out.print(f"[bold]{MSG['blank'][lang].format(blank=blank, n=h.index, total=h.total)}[/]")
+    out.print(Markdown(h.text))
+    if h.last:
+        out.print(f"[dim]{MSG['last'][lang].format(id=ex.key + pack_args(pack)) if blank is None else MSG['blank_last'][lang]}[/]")
+    saved(out, h, lang)

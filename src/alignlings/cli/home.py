@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from alignlings.cli.common import (LangOption, PackOption, console, load, next_exercise, pack_args,
-                                   resolve_lang, set_global_options, store, summaries, t)
+                                   resolve_lang, session, set_global_options, summaries, t)
 
 
 def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -> None:
@@ -19,10 +19,11 @@ def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -
     from rich.markup import escape
 
     lang = resolve_lang(lang)
-    p, s, out = load(pack), store(), console()
-    if s.is_first_run():
+    p, out = load(pack), console()
+    practice = session(p)
+    s = practice.store
+    if practice.welcome():
         out.print(f"[bold]{t('welcome', lang)}[/]\n")
-        s.mark_welcomed()
     summary = summaries(p, s)
     for part in p.packs:
         done = sum(1 for ex in p if ex.pack == part.id and summary[ex.key].get("solved"))

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store, summaries, t
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, session, summaries, t
 
 
 def progress(
@@ -25,23 +25,28 @@ def progress(
     from alignlings.cli.list import requires_text
 
     lang = resolve_lang(lang)
-    s, out = store(), console()
+    from alignlings.practice.session import StoreUnavailable, UsageError
+
+    p, out = load(pack), console()
+    practice = session(p)
     if export is not None:
-        export.write_text(json.dumps(s.export(), ensure_ascii=False, indent=1), encoding="utf-8")
+        export.write_text(json.dumps(practice.export(), ensure_ascii=False, indent=1), encoding="utf-8")
         out.print(escape(str(export)))
         return
     if import_ is not None:
         try:
             data = json.loads(import_.read_text(encoding="utf-8"))
-            counts = s.import_(data)
+            counts = practice.import_(data)  # the review schedule is rebuilt at once
+        except UsageError as exc:
+            raise typer.BadParameter(f"{import_}: {exc.message}", param_hint="--import") from None
+        except StoreUnavailable as exc:
+            console(stderr=True).print(escape(str(exc)))
+            raise typer.Exit(1) from None
         except (OSError, json.JSONDecodeError, ValueError) as exc:
             raise typer.BadParameter(f"{import_}: {exc}", param_hint="--import") from None
-        from alignlings.practice.review import rebuild_after_import
-
-        counts.update(rebuild_after_import(s, load(pack), data))  # the review schedule, rebuilt now
         out.print(json.dumps(counts))
         return
-    p = load(pack)
+    s = practice.store
     summary = summaries(p, s)
     for part in p.packs:
         keys = [ex.key for ex in p if ex.pack == part.id]

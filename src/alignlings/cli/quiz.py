@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, saved, session
 
 MSG = i18n.table("cli.quiz")  # strings: locales/{en,zh}.toml [cli.quiz]
 LETTERS = "ABCDEFGH"
@@ -31,8 +31,11 @@ def quiz(
     lang = resolve_lang(lang)
     p = load(pack)
     ex = get_exercise(p, exercise_id) if exercise_id else quiz_exercise(p)
-    out, s = console(), store()
-    right = 0
+    if not ex.is_quiz:
+        raise typer.BadParameter(f"{ex.key!r} is not a quiz", param_hint="ID")
+    out, practice = console(), session(p)
+    practice.quiz_start(ex)  # a round: every question once; the last answer closes it
+    result = None
     for number, q in enumerate(ex.quiz, start=1):
         last = LETTERS[len(q.options) - 1]
         out.print(f"\n[bold]{number}. {escape(q.question[lang])}[/]")
@@ -43,17 +46,12 @@ def quiz(
             if len(answer) == 1 and answer in LETTERS[: len(q.options)]:
                 break
             out.print(MSG["bad"][lang].format(last=last))
-        choice = LETTERS.index(answer)
-        correct = choice == q.answer
-        right += correct
-        s.record_quiz_answer(q.id, choice, correct, pack=ex.pack)
-        out.print(f"[green]{MSG['right'][lang]}[/]" if correct
-                  else f"[red]{MSG['wrong'][lang].format(letter=LETTERS[q.answer])}[/]")
-        for i, option in enumerate(q.options):
-            mark = "[green]✓[/]" if i == q.answer else "[red]✗[/]"
-            out.print(f"  {mark} {LETTERS[i]}) {escape(option.why[lang])}")
-    total = len(ex.quiz)
-    out.print(f"\n[bold]{MSG['score'][lang].format(right=right, total=total)}[/]")
-    from alignlings.practice.service import record_quiz_round
-
-    record_quiz_round(s, ex, right, total, source="quiz")
+        result = practice.quiz_answer(ex, q, LETTERS.index(answer), lang=lang)
+        out.print(f"[green]{MSG['right'][lang]}[/]" if result.correct
+                  else f"[red]{MSG['wrong'][lang].format(letter=LETTERS[result.answer])}[/]")
+        for i, option in enumerate(result.options):
+            mark = "[green]✓[/]" if option.correct else "[red]✗[/]"
+            out.print(f"  {mark} {LETTERS[i]}) {escape(option.why)}")
+    if result is not None:
+        out.print(f"\n[bold]{MSG['score'][lang].format(right=result.progress['right'], total=result.progress['total'])}[/]")
+        saved(out, result, lang)

@@ -15,7 +15,8 @@ from alignlings.cli.common import (
     get_exercise,
     load,
     resolve_lang,
-    store,
+    saved,
+    session,
 )
 
 MSG = i18n.table("cli.reset")  # strings: locales/{en,zh}.toml [cli.reset]
@@ -31,12 +32,15 @@ def reset(
     from alignlings.practice.grader import template_for
 
     lang = resolve_lang(lang)
-    ex = get_exercise(load(pack), exercise_id)
-    store().reset(ex.id, pack=ex.pack)
+    course = load(pack)
+    ex = get_exercise(course, exercise_id)
+    done = session(course).reset(ex)
     out = console()
-    out.print(MSG["done"][lang].format(id=ex.key))
+    if done.recorded:
+        out.print(MSG["done"][lang].format(id=ex.key))
+    saved(out, done, lang)
     path = exercise_file(ex.key)
     if ex.is_code and path.exists():
-        saved = backup(path)
+        copy = backup(path)
         path.write_text(template_for(ex, lang), encoding="utf-8")
-        out.print(MSG["file"][lang].format(backup=saved))
+        out.print(MSG["file"][lang].format(backup=copy))

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, saved, session, usage
 
 MSG = i18n.table("cli.review")  # strings: locales/{en,zh}.toml [cli.review]
 LETTERS = "ABCDEFGH"
@@ -43,9 +43,9 @@ def due_line(counts: dict, lang: str) -> str:
 
 def review_line(pack, s, lang: str) -> str:
     """The home screen's review line for this learner ('' when nothing was practised yet)."""
-    from alignlings.practice import review as rv
+    from alignlings.practice.session import Practice
 
-    return due_line(rv.Review(s, pack).counts(), lang)
+    return due_line(Practice(s, pack).review_counts(), lang)
 
 
 def review(
@@ -59,85 +59,82 @@ def review(
     """
     from rich.markup import escape
 
-    from alignlings.practice import review as rv
-
     lang = resolve_lang(lang)
-    p, s, out = load(pack), store(), console()
-    session = rv.Review(s, p)
-    counts = session.counts()
-    if counts["items"] == 0:
-        out.print(m("empty", lang))
-        return
-    queue = session.queue(limit=limit)
-    if not queue:
-        out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
-        return
-    out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
-    if len(queue) < counts["due"]:
-        out.print(m("showing", lang, n=len(queue)))
-    grader = None
-    right = 0
-    try:
-        for i, due in enumerate(queue, start=1):
-            item = due.item
-            shown = rv.present(session, item, lang)
-            out.print(f"\n[bold]{escape(m('header', lang, i=i, n=len(queue), kind=m('kind_' + item.kind, lang), title=shown['title']))}[/]")
+    p, out = load(pack), console()
+    with session(p, graded=True) as practice:
+        counts = practice.review_counts()
+        if counts["items"] == 0:
+            out.print(m("empty", lang))
+            return
+        with usage():
+            queue = practice.review_queue(limit=limit, lang=lang).items
+        if not queue:
+            out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
+            return
+        out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
+        if len(queue) < counts["due"]:
+            out.print(m("showing", lang, n=len(queue)))
+        right = 0
+        for i, prompt in enumerate(queue, start=1):
+            shown = prompt.shown
+            out.print(f"\n[bold]{escape(m('header', lang, i=i, n=len(queue), kind=m('kind_' + shown.kind, lang), title=shown.title))}[/]")
             started = time.monotonic()
-            hinted = False
-            if shown["form"] == "quiz":
-                answer, hinted = _ask_quiz(out, shown, lang), False
-            elif shown["form"] == "cloze":
-                answer, hinted = _ask_cloze(out, shown, lang)
-            elif shown["form"] == "bug":
-                answer, hinted = _ask_bug(out, shown, lang)
-            else:
-                answer, hinted = _ask_blank(out, shown, lang)
+            answer, hinted = ask(out, shown, lang)
             seconds = time.monotonic() - started
-            if shown["form"] != "quiz" and grader is None:
-                from alignlings.practice.grader import Grader
-
-                grader = Grader(p)
-            result = rv.check(session, item, answer, grader=grader, lang=lang)
-            rating = rv.rate(result["correct"], kind=item.kind, hinted=hinted, seconds=seconds)
-            saved = session.answer(item, rating, duration_ms=int(seconds * 1000), answer=rv.describe_answer(answer))
-            right += result["correct"]
-            _feedback(out, shown, result, lang)
-            days = saved["interval_days"]
-            out.print(m("rated", lang, rating=m("rating_" + saved["rating"], lang),
+            with usage():
+                done = practice.review_answer(shown.pack, shown.item, answer, seconds=seconds, hinted=hinted,
+                                              lang=lang)
+            right += done.result["correct"]
+            _feedback(out, shown, done.result, lang)
+            if done.schedule is None:
+                saved(out, done, lang)
+                continue
+            days = done.schedule["interval_days"]
+            out.print(m("rated", lang, rating=m("rating_" + done.rating, lang),
                         days=m("one_day", lang) if round(days) == 1 else m("days", lang, n=f"{days:g}"),
-                        date=when_text(saved["due"], lang)))
-    finally:
-        if grader is not None:
-            grader.close()
-    after = session.counts()
+                        date=when_text(done.schedule["due"], lang)))
+        after = practice.review_counts()
     out.print(f"\n[bold]{m('done', lang, n=len(queue), right=right)}[/]")
     out.print(m("due", lang, n=after["due"], total=after["items"]) + " " +
               m("next", lang, when=when_text(after["next"], lang)))
 
 
-def _ask_quiz(out, shown: dict, lang: str) -> int:
+def ask(out, shown, lang: str) -> tuple[Any, bool]:
+    """Ask one review item as its prompt's type says; returns the answer and whether a hint was shown."""
+    from alignlings.practice import review as rv
+
+    if isinstance(shown, rv.QuizPrompt):
+        return _ask_quiz(out, shown, lang), False
+    if isinstance(shown, rv.ClozePrompt):
+        return _ask_cloze(out, shown, lang)
+    if isinstance(shown, rv.BugPrompt):
+        return _ask_bug(out, shown, lang)
+    return _ask_blank(out, shown, lang)
+
+
+def _ask_quiz(out, shown, lang: str) -> int:
     from rich.markup import escape
 
-    out.print(escape(shown["question"]))
-    for i, option in enumerate(shown["options"]):
+    out.print(escape(shown.question))
+    for i, option in enumerate(shown.options):
         out.print(f"  {LETTERS[i]}) {escape(option)}")
-    last = LETTERS[len(shown["options"]) - 1]
+    last = LETTERS[len(shown.options) - 1]
     while True:
         answer = typer.prompt(m("letter", lang, last=last)).strip().upper()
-        if len(answer) == 1 and answer in LETTERS[: len(shown["options"])]:
+        if len(answer) == 1 and answer in LETTERS[: len(shown.options)]:
             return LETTERS.index(answer)
         out.print(m("bad_letter", lang, last=last))
 
 
-def _ask_cloze(out, shown: dict, lang: str) -> tuple[dict, bool]:
+def _ask_cloze(out, shown, lang: str) -> tuple[dict, bool]:
     from rich.syntax import Syntax
 
     from alignlings.practice import cloze as cz
 
-    masked = [p for p in cz.maskable_positions(shown["source"]) if p.key in {x["key"] for x in shown["masked"]}]
+    masked = [p for p in cz.maskable_positions(shown.source) if p.key in {x["key"] for x in shown.masked}]
     numbered = {p.key: f"[{i}]" for i, p in enumerate(masked, start=1)}
-    out.print(Syntax(cz.render(shown["source"], masked, numbered), "python", word_wrap=True,
-                     highlight_lines={shown["line"]}))
+    out.print(Syntax(cz.render(shown.source, masked, numbered), "python", word_wrap=True,
+                     highlight_lines={shown.line}))
     answers, hinted = {}, False
     for i, p in enumerate(masked, start=1):
         while True:
@@ -150,23 +147,23 @@ def _ask_cloze(out, shown: dict, lang: str) -> tuple[dict, bool]:
     return answers, hinted
 
 
-def _ask_blank(out, shown: dict, lang: str) -> tuple[str, bool]:
+def _ask_blank(out, shown, lang: str) -> tuple[str, bool]:
     from rich.markup import escape
     from rich.syntax import Syntax
 
-    out.print(Syntax(shown["source"], "python", word_wrap=True, highlight_lines={shown["line"]}))
-    if shown["todo"]:
-        out.print(escape(m("todo", lang, n=shown["blank"], text=shown["todo"])))
-    if shown.get("variant") == "fix":  # the misconceived fill is in the blank: correct it
-        out.print(escape(m("fix_variant", lang, n=shown["blank"], fill=shown["prefill"])))
+    out.print(Syntax(shown.source, "python", word_wrap=True, highlight_lines={shown.line}))
+    if shown.todo:
+        out.print(escape(m("todo", lang, n=shown.blank, text=shown.todo)))
+    if shown.variant == "fix":  # the misconceived fill is in the blank: correct it
+        out.print(escape(m("fix_variant", lang, n=shown.blank, fill=shown.prefill)))
     hinted = False
     while True:
-        text = typer.prompt(m("fill", lang, n=shown["blank"]), default=shown.get("prefill") or "",
+        text = typer.prompt(m("fill", lang, n=shown.blank), default=shown.prefill or "",
                             show_default=False).strip()
         if text != "?":
             return text, hinted
         hinted = True
-        out.print(escape(m("hint", lang, text=shown["hint"])) if shown["hint"] else m("no_hint", lang))
+        out.print(escape(m("hint", lang, text=shown.hint)) if shown.hint else m("no_hint", lang))
 
 
 def _indent_like(text: str, line: str) -> str:
@@ -196,14 +193,14 @@ def edit_lines(lines: list[str], command: str, text: str | None) -> list[str]:
     return out
 
 
-def _ask_bug(out, shown: dict, lang: str) -> tuple[str, bool]:
+def _ask_bug(out, shown, lang: str) -> tuple[str, bool]:
     from rich.markdown import Markdown
     from rich.markup import escape
     from rich.syntax import Syntax
 
-    if shown.get("statement"):
-        out.print(Markdown(shown["statement"]))
-    lines = shown["source"].splitlines()
+    if shown.statement:
+        out.print(Markdown(shown.statement))
+    lines = shown.source.splitlines()
     hinted, changed = False, True
     while True:
         if changed:
@@ -214,7 +211,7 @@ def _ask_bug(out, shown: dict, lang: str) -> tuple[str, bool]:
             return "\n".join(lines) + "\n", hinted
         if command == "?":
             hinted = True
-            out.print(escape(m("hint", lang, text=shown["hint"])))
+            out.print(escape(m("hint", lang, text=shown.hint)))
             continue
         if command.lower() == "e":
             edited = typer.edit("\n".join(lines) + "\n", extension=".py", require_save=False)
@@ -233,37 +230,43 @@ def _ask_bug(out, shown: dict, lang: str) -> tuple[str, bool]:
         lines, changed = edit_lines(lines, command, text), True
 
 
-def _feedback(out, shown: dict, result: dict, lang: str) -> None:
+def _feedback(out, shown, result: dict, lang: str) -> None:
     from rich.markup import escape
+
+    from alignlings.practice import review as rv
 
     if result["correct"]:
         out.print(f"[green]{m('right', lang)}[/]")
     else:
         expected = result["expected"]
-        if shown["form"] == "quiz":
+        if isinstance(shown, rv.QuizPrompt):
             expected = LETTERS[expected]
-        if shown["form"] == "bug":  # the fix, a diff, is printed below
+        if isinstance(shown, rv.BugPrompt):  # the fix, a diff, is printed below
             out.print(f"[red]{escape(m('bug_wrong', lang))}[/]")
+        elif expected is None:  # withheld: it would solve an exercise not solved (nor its solution seen)
+            out.print(f"[red]{escape(m('wrong_withheld', lang))}[/]")
         else:
             out.print(f"[red]{escape(m('wrong', lang, expected=str(expected)))}[/]")
         if result.get("repeated"):
             out.print(f"[red]{m('repeated', lang)}[/]")
-    if shown["form"] == "quiz":
+    if isinstance(shown, rv.QuizPrompt):
         for i, option in enumerate(result["options"]):
             mark = "[green]✓[/]" if option["correct"] else "[red]✗[/]"
             out.print(f"  {mark} {LETTERS[i]}) {escape(option['why'])}")
-    elif shown["form"] == "cloze":
+    elif isinstance(shown, rv.ClozePrompt):
         for i, r in enumerate(result["results"], start=1):
             mark = "[green]✓[/]" if r["correct"] else "[red]✗[/]"
             out.print(f"  {mark} [{i}] {escape(r['answer'] or '')} → {escape(r['token'])}")
-    elif shown["form"] == "bug":
+    elif isinstance(shown, rv.BugPrompt):
         from rich.markdown import Markdown
         from rich.panel import Panel
         from rich.syntax import Syntax
 
         if result["feedback"]:
             out.print(escape(result["feedback"]))
-        if not result["correct"]:
+        if not result["correct"] and result["expected"] is None:
+            out.print(escape(m("bug_withheld", lang)))
+        elif not result["correct"]:
             out.print(m("bug_fix", lang))
             out.print(Syntax(result["expected"].rstrip(), "diff"))
         elif result.get("story"):

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, store
+from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, saved, session, usage
 
 
 def solution(
@@ -20,17 +20,18 @@ def solution(
     """Reveal the reference solution and its explanation; your progress records that you looked."""
     from rich.markdown import Markdown
 
-    from alignlings.practice.grader import solution_for
-
     lang = resolve_lang(lang)
-    ex = get_exercise(load(pack), exercise_id, code_only=True)
-    store().record_solution_revealed(ex.id, pack=ex.pack)
+    course = load(pack)
+    ex = get_exercise(course, exercise_id, code_only=True)
+    with usage():
+        shown = session(course).reveal(ex, lang=lang)
     out = console()
-    print_code(out, solution_for(ex, lang))
+    print_code(out, shown.solution)
     if out.is_terminal:
-        out.print(Markdown(ex.texts(lang).explanation))
+        out.print(Markdown(shown.explanation))
     else:
-        typer.echo(ex.texts(lang).explanation.strip())
+        typer.echo(shown.explanation.strip())
+    saved(out, shown, lang)
 
 
 def print_code(out, code: str) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from alignlings import i18n
-from alignlings.practice.progress import cloze_due
+from alignlings.practice.store.sqlite import cloze_due
 
 if TYPE_CHECKING:
     from alignlings.practice.grader import Grader

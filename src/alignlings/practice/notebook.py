@@ -83,16 +83,18 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
     p = load_pack(pack if pack is not None else default_pack_paths())
     ex = p.get(exercise_id)
     code = build_code(template_for(ex, "en"), objs)
-    from alignlings.practice import service
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
+    from alignlings.practice.service import STORE_ERRORS
+    from alignlings.practice.session import Practice
 
-    try:
-        store = ProgressStore()
-    except service.STORE_ERRORS:  # grading must not fail because progress cannot be written
-        store = None
     with Grader(p) as grader:
-        verdict, _ = service.grade_and_record(grader, store, ex, code=code, lang=lang, source="notebook",
-                                              run_main=False)
+        try:
+            store = ProgressStore()
+        except STORE_ERRORS:  # grading must not fail because progress cannot be opened: graded, not recorded
+            verdict = grader.check(ex.key, code, lang=lang, run_main=False)
+        else:
+            verdict = Practice(store, p, grader, source="notebook").check(ex, code=code, lang=lang,
+                                                                            run_main=False).verdict
     return Verdict(verdict)
 
 

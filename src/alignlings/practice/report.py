@@ -68,43 +68,7 @@ def _history(store) -> dict[str, Any]:
                                  "WHERE learner != '' ORDER BY created_at, id")]
     reviews = [{k: r[k] for k in ("learner", "reviewed_at")}
                for r in store._read("SELECT learner, reviewed_at FROM review_log WHERE learner != ''")]
-    settings = [{k: r[k] for k in ("learner", "key", "value")}
-                for r in store._read("SELECT learner, key, value FROM settings WHERE learner != '' "
-                                     "AND key LIKE 'web.blank_hints_taken:%'")]
-    return {"attempts": attempts, "events": events, "quiz": quiz, "reviews": reviews, "settings": settings}
-
-
-def blank_hints_taken(store) -> dict[tuple[str, str], int]:
-    """(learner, exercise key as the web stores it: ``id``, or ``pack/id`` outside the built-in pack)
-    -> per-blank hints taken on the web, for every learner (one query)."""
-    rows = [{k: r[k] for k in ("learner", "key", "value")}
-            for r in store._read("SELECT learner, key, value FROM settings WHERE learner != '' "
-                                 "AND key LIKE 'web.blank_hints_taken:%'")]
-    return _blank_hint_counts(rows)
-
-
-def web_key(ex) -> str:
-    return _web_key(ex)
-
-
-def _blank_hint_counts(settings: list[dict]) -> dict[tuple[str, str], int]:
-    """(learner, exercise key as the web stores it) -> per-blank hints taken (the web keeps them as a setting)."""
-    out: dict[tuple[str, str], int] = {}
-    for s in settings:
-        try:
-            value = json.loads(s["value"])
-        except (TypeError, ValueError):
-            continue
-        if isinstance(value, dict):
-            total = sum(int(v) for v in value.values() if isinstance(v, int) and not isinstance(v, bool))
-            out[(s["learner"], s["key"].split(":", 1)[1])] = total
-    return out
-
-
-def _web_key(ex) -> str:
-    from alignlings.practice.pack import BUILTIN_PACK_ID
-
-    return ex.id if ex.pack == BUILTIN_PACK_ID else f"{ex.pack}/{ex.id}"
+    return {"attempts": attempts, "events": events, "quiz": quiz, "reviews": reviews}
 
 
 def _failed_blanks(verdict: dict) -> list[int]:
@@ -136,7 +100,6 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
     by_key = {(ex.pack, ex.id): ex for ex in exercises}
     questions = _question_index(exercises)
     h = _history(store)
-    blank_hints = _blank_hint_counts(h["settings"])
     rows = []
     for learner in store.learners():
         lid = learner["id"]
@@ -168,8 +131,7 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
                 option = question.options[q["choice"]] if 0 <= q["choice"] < len(question.options) else None
                 wrong.append({"exercise": ex.key, "question": qid,
                               "choice": (option.text.get(lang) or option.text.get("en", "")) if option else str(q["choice"])})
-        hints = sum(1 for e in events if e["kind"] == "hint") + sum(
-            blank_hints.get((lid, _web_key(ex)), 0) for ex in exercises)
+        hints = sum(1 for e in events if e["kind"] == "hint")  # both kinds: each hint is one event
         revealed = sorted({by_key[(e["pack"], e["exercise"])].key for e in events if e["kind"] == "reveal"})
         latest = mine[-1] if mine else None
         rows.append({

@@ -40,22 +40,23 @@ Time comes from a :class:`Clock`, so tests run a learner over weeks with a :clas
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import tomllib
 import uuid as uuidlib
 import weakref
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from alignlings.practice.pack import Exercise, Pack, PackError
 
 if TYPE_CHECKING:
     from alignlings.practice.grader import Grader
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
@@ -66,6 +67,8 @@ MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
 MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
+_log = logging.getLogger("alignlings.practice")
 _NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
 
 
@@ -344,9 +347,9 @@ def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
             out.append(_event(key, GOOD if r["correct"] else AGAIN, r["created_at"], r["uuid"], "quiz"))
     rounds: dict[tuple[str, str, int], list[dict]] = {}
     for r in sources["cloze"]:
-        line = str(r["key"]).split(":")[0]
-        if line.isdigit() and f"cloze/{r['snippet']}/{line}" in items:
-            rounds.setdefault((r["snippet"], r["created_at"], int(line)), []).append(r)
+        number = str(r["key"]).split(":")[0]
+        if number.isdigit() and f"cloze/{r['snippet']}/{number}" in items:
+            rounds.setdefault((r["snippet"], r["created_at"], int(number)), []).append(r)
     for (snippet, at, line), rows in rounds.items():
         out.append(_event(f"cloze/{snippet}/{line}", GOOD if all(r["correct"] for r in rows) else AGAIN, at,
                           rows[0]["uuid"], "cloze"))
@@ -411,16 +414,22 @@ class Review:
     # -- keeping the schedule in step with the history ----------------------------------------
     def sync(self) -> int:
         """Fold new history (and imported reviews) into the schedule; returns the reviews added."""
+        from alignlings.practice.service import STORE_ERRORS
+
         mark = self.store.history_mark()
         if mark == self._mark:
             return 0
         added = 0
         with self._lock:
-            for part in self.pack.packs:
-                rows = history_reviews(self.pack, part.id, self.store.review_sources(pack=part.id), self._catalog)
-                if rows:
-                    added += self.store.record_reviews(rows, replay, pack=part.id)
-                self.store.refresh_review_states(replay, pack=part.id)
+            try:
+                for part in self.pack.packs:
+                    rows = history_reviews(self.pack, part.id, self.store.review_sources(pack=part.id), self._catalog)
+                    if rows:
+                        added += self.store.record_reviews(rows, replay, pack=part.id)
+                    self.store.refresh_review_states(replay, pack=part.id)
+            except STORE_ERRORS:  # a store that cannot be written: the schedule as it was, retried next time
+                _log.exception("could not fold the history into the review schedule")
+                return added
             self._mark = self.store.history_mark()
         return added
 
@@ -573,32 +582,85 @@ def hardest_blank(ex: Exercise, attempts: list[dict]) -> int:
     return max(failed, key=lambda i: (failed[i], known[i], i))
 
 
-def present(review: Review, item: Item, lang: str = "en") -> dict:
-    """What the learner sees for an item (no answers): ``form`` is "quiz", "cloze", "blank" or
-    "bug" (a bug drill's buggy file: ``source``, the drill's ``statement``, and as ``hint`` the
-    neighbourhood of the bug, worded as the drill's own hint, without the line)."""
+@dataclass(frozen=True)
+class Prompt:
+    """What the learner sees of a review item, without its answer; one subclass per way of asking
+    (``form``), which the interfaces render by type."""
+
+    item: str
+    pack: str
+    kind: str
+    exercise: str
+    title: str
+    concepts: list[str]
+    form: ClassVar[str] = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON the web app sends (``form`` included)."""
+        return {**asdict(self), "form": self.form}
+
+
+@dataclass(frozen=True)
+class QuizPrompt(Prompt):
+    question: str
+    options: list[str]
+    form: ClassVar[str] = "quiz"
+
+
+@dataclass(frozen=True)
+class ClozePrompt(Prompt):
+    source: str
+    line: int
+    masked: list[dict]  # key, line, col, end_col of each masked token
+    hints: list[str]  # the first character of each masked token
+    rendered: str  # the source with the masks in place
+    form: ClassVar[str] = "cloze"
+
+
+@dataclass(frozen=True)
+class BlankPrompt(Prompt):
+    blank: int
+    source: str  # the reference with every other blank filled, without its __main__ section
+    line: int
+    todo: str
+    hint: str
+    variant: str  # "blank" (write the fill) or "fix" (correct the misconceived fill in ``prefill``)
+    prefill: str
+    form: ClassVar[str] = "blank"
+
+
+@dataclass(frozen=True)
+class BugPrompt(Prompt):
+    source: str  # the buggy file
+    statement: str
+    hint: str  # the neighbourhood of the bug, worded as the drill's own hint, without the line
+    line: None = None
+    form: ClassVar[str] = "bug"
+
+
+def present(review: Review, item: Item, lang: str = "en") -> Prompt:
+    """What the learner sees for an item (no answers): a :class:`QuizPrompt`, :class:`ClozePrompt`,
+    :class:`BlankPrompt` (misconception and exercise items) or :class:`BugPrompt`."""
     from alignlings.practice import blanks as bl
     from alignlings.practice import cloze as cz
 
     ex = review.pack.get(item.exercise)
-    base = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
-            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
+    base: dict[str, Any] = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
+                            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
     if item.kind == "quiz":
         q = next(q for q in ex.quiz if q.id == item.question)
-        return base | {"form": "quiz", "question": q.question.get(lang, ""),
-                       "options": [o.text.get(lang, "") for o in q.options]}
+        return QuizPrompt(**base, question=q.question.get(lang, ""), options=[o.text.get(lang, "") for o in q.options])
     if item.kind == "bug":
         from alignlings.practice import bugdrill
 
-        return base | {"form": "bug", "source": ex.buggy_source, "line": None,
-                       "statement": ex.texts(lang).statement, "hint": bugdrill.where(ex, lang)}
+        return BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
+                         hint=bugdrill.where(ex, lang))
     if item.kind == "cloze":
         source = cz.snippet_source(ex, lang)
-        masked = cloze_lines(ex)[item.line]
-        return base | {"form": "cloze", "source": source, "line": item.line,
-                       "masked": [{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
-                       "hints": [p.token[0] for p in masked],  # the first character of each masked token
-                       "rendered": cz.render(source, masked)}
+        masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
+        return ClozePrompt(**base, source=source, line=item.line or 0,
+                           masked=[{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
+                           hints=[p.token[0] for p in masked], rendered=cz.render(source, masked))
     blank = item.blank or hardest_blank(ex, review.store.attempts(ex.id, pack=ex.pack))
     variant = misconception_variant(review, item)
     blanks = bl.find_blanks(ex.solution_source)
@@ -607,22 +669,21 @@ def present(review: Review, item: Item, lang: str = "en") -> dict:
     code = cz.strip_main(bl.render(ex.solution_source, blanks, fills,
                                    comments=texts.comments if lang != "en" else None))
     hints = texts.blank_hints[blank - 1] if len(texts.blank_hints) >= blank else ()
-    target = blanks[blank - 1]
-    out = base | {"form": "blank", "blank": blank, "source": code, "line": target.line,
-                  "todo": texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
-                  "hint": hints[0] if hints else "", "variant": variant, "prefill": ""}
-    if variant == "fix":
-        out["prefill"] = next(m.fill for m in ex.misconceptions if m.id == item.misconception)
-    return out
+    prefill = next(m.fill for m in ex.misconceptions if m.id == item.misconception) if variant == "fix" else ""
+    return BlankPrompt(**base, blank=blank, source=code, line=blanks[blank - 1].line,
+                       todo=texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
+                       hint=hints[0] if hints else "", variant=variant, prefill=prefill)
 
 
 def fresh_inputs(review: Review, item: Item) -> int:
     """Which draw of random inputs a re-test uses (``Grader.check(variant=...)``): a misconception's
-    re-test gets new inputs at every review (1, 2, ...), so it is not passed by remembering the
-    last run; other items are graded on the exercise's own cases (0)."""
+    re-test gets other inputs at every review (1, 2, ..., :data:`MAX_REVIEW_VARIANTS`, then 1 again),
+    so it is not passed by remembering the last run, while the grader's trusted runs and caches stay
+    bounded; other items are graded on the exercise's own cases (0)."""
     if item.kind != "misconception":
         return 0
-    return 1 + sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
+    done = sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
+    return 1 + done % MAX_REVIEW_VARIANTS
 
 
 def misconception_variant(review: Review, item: Item) -> str:
@@ -668,7 +729,7 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
         if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
             raise _reject(answer, "a {position key: text} mapping")
         source = cz.snippet_source(ex, lang)
-        masked = cloze_lines(ex)[item.line]
+        masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
         results = cz.check(ex, source, masked, answer, grader)
         return {"correct": all(r["correct"] for r in results), "results": results,
                 "expected": " ".join(r["token"] for r in results), "feedback": ""}
@@ -679,12 +740,13 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     if "\n" in answer.strip():
         raise ValueError("answer: a blank's fill must fit on one line")
     shown = present(review, item, lang)
-    blank = shown["blank"]
+    assert isinstance(shown, BlankPrompt)  # misconception and exercise items are asked as a blank
+    blank = shown.blank
     blanks = bl.find_blanks(ex.solution_source)
     fills = [answer if b.index == blank else b.answer for b in blanks]
-    verdict = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False,
-                           variant=fresh_inputs(review, item))
-    entry = next((b for b in verdict.get("blanks", []) if b.get("index") == blank), {})
+    verdict: Any = grader.check(ex.key, fills=fills, lang=lang, quick=True, run_main=False,
+                                variant=fresh_inputs(review, item))
+    entry: dict[str, Any] = next((b for b in verdict.get("blanks", []) if b.get("index") == blank), {})
     correct = entry.get("passed") is True
     feedback = entry.get("message") or ""
     if not correct and not entry and verdict.get("error"):
@@ -701,7 +763,7 @@ def _check_bug(ex: Exercise, answer: Any, grader: Grader, lang: str) -> dict:
         raise _reject(answer, "the edited file (a string)")
     if not answer.strip() or len(answer) > MAX_FILE_CHARS:
         raise ValueError(f"answer: expected the edited file (1 to {MAX_FILE_CHARS} characters), got {len(answer)}")
-    verdict = grader.check(ex.key, answer, lang=lang, run_main=False)
+    verdict: Any = grader.check(ex.key, answer, lang=lang, run_main=False)
     info = verdict.get("bug") or {}
     feedback = "\n".join(bugdrill.verdict_lines(verdict, lang))
     if not info and verdict.get("error"):
@@ -731,4 +793,4 @@ def describe_answer(answer: Any) -> str:
 
 
 __all__ = ["AGAIN", "HARD", "GOOD", "EASY", "Clock", "FixedClock", "Item", "Review", "catalog", "check",
-           "present", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]
+           "present", "Prompt", "QuizPrompt", "ClozePrompt", "BlankPrompt", "BugPrompt", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]

@@ -1,8 +1,9 @@
-"""The practice service: what every interface does with a learner's work, written once.
+"""Recording that never hides a result: the store errors that count as "cannot be written now",
+and recording an attempt safely.
 
-The CLI (``check``, ``watch``, ``quiz``), the web app and notebooks call these functions instead of
-repeating the steps: grade in the sandbox, record the attempt, and never let a progress store that
-cannot be written hide a verdict (the learner still sees it; the failure is logged).
+The learner's use cases live in :mod:`alignlings.practice.session` (``Practice``), which the CLI,
+the web app and notebooks call; these helpers are its building blocks (and ``grade_and_record`` the
+one-call form for a caller without a session).
 """
 
 from __future__ import annotations

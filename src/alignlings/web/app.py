@@ -100,7 +100,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         raise ValueError("token: a classroom needs the teacher's token (a non-empty string)")
     pack = load_pack(pack_path)
     if store is None:
-        from alignlings.practice.progress import ProgressStore
+        from alignlings.practice.store import ProgressStore
 
         store = ProgressStore(db_path)
     context = WebContext(pack, store, grader,

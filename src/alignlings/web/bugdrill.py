@@ -17,9 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings import i18n
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
-from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
-from alignlings.web.context import ctx, lang_of, render_page
+from alignlings.web.context import ctx, get_exercise, lang_of, practice, render_page
 from alignlings.web.i18n import learner, ui
 
 router = APIRouter()
@@ -33,8 +32,6 @@ class DiffBody(BaseModel):
 
 
 def bug_exercise(request: Request, exercise_id: str) -> Exercise:
-    from alignlings.web.exercises import get_exercise
-
     ex = get_exercise(request, exercise_id)
     if not ex.is_bug:
         raise HTTPException(404, f"{exercise_id!r} is not a spot-the-bug drill")
@@ -69,7 +66,7 @@ def story(request: Request, exercise_id: str) -> dict:
     """The story of the real bug (Markdown and HTML), once the drill is solved; 403 before."""
     lang = lang_of(request)
     ex = bug_exercise(request, exercise_id)
-    if not ctx(request).store.summary(ex.pack).get(ex.id, {}).get("solved"):
+    if not practice(request).summary().exercises[ex.key].solved:
         raise HTTPException(403, "the story is shown once the drill is solved")
     text = ex.texts(lang).story
     return {"story": text, "html": render.markdown(text)}
@@ -77,11 +74,7 @@ def story(request: Request, exercise_id: str) -> dict:
 
 def last_code(request: Request, ex: Exercise) -> str | None:
     """The learner's latest file since the last reset, if any."""
-    try:
-        attempts = ctx(request).store.attempts(ex.id, pack=ex.pack)
-    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
-        return None
-    for attempt in reversed(list(attempts or [])):
+    for attempt in reversed(practice(request).attempts(ex)):  # [] when the store cannot be read
         get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
         if get("before_reset"):
             break
@@ -112,8 +105,7 @@ def bug_page(request: Request, ex: Exercise):
     lang = lang_of(request)
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)  # as the hint route records them
-    row = ctx(request).store.summary(ex.pack).get(ex.id, {})
-    solved = bool(row.get("solved"))
+    solved = practice(request).summary().exercises[ex.key].solved
     prev, nxt = neighbours(request, ex, lang)
     code = last_code(request, ex) or ex.buggy_source
     strings = STRINGS.get(lang, STRINGS["en"])

@@ -382,64 +382,32 @@ def lock_reason_for(request: Request, key: str) -> str:
 
 # -- the teacher's view ------------------------------------------------------------------------
 def status_of(row: dict) -> str:
-    if row.get("solved"):
-        return "solved"
-    return "attempted" if row.get("attempts") or row.get("hints") or row.get("revealed") else "not_started"
+    from alignlings.practice.session import status_of as status
+
+    return status(row)
 
 
 def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None) -> list[dict]:
     """One row per learner and exercise: ``learner`` (id), ``name``, ``exercise`` (key), ``pack``,
-    ``track``, ``status`` (solved, attempted, not_started), ``attempts``, ``hints``, ``solution_seen``;
-    only the exercises of ``pack_id`` and ``track`` when given (``practice.report.selected``)."""
+    ``track``, ``status`` (solved, attempted, not_started), ``attempts``, ``hints`` (both kinds: the
+    exercise's and per blank), ``solution_seen``; only the exercises of ``pack_id`` and ``track`` when
+    given (``practice.report.selected``). ``Practice.class_report``: a few queries per pack, however
+    many learners."""
     from alignlings.practice import report
+    from alignlings.practice.session import Practice
 
-    store, pack = context.store, context.pack
-    exercises = report.selected(pack, pack_id, track)
-    blank_hints = report.blank_hints_taken(store)  # hints are both kinds: the exercise's and per blank
-    out = []
-    for learner in store.learners():
-        mine = store.for_learner(learner["id"])
-        summaries = {p.id: mine.summary(p.id) for p in pack.packs}
-        for ex in exercises:
-            row = summaries.get(ex.pack, {}).get(ex.id, {})
-            out.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key, "pack": ex.pack,
-                        "track": report.track_of(pack, ex),
-                        "status": status_of(row), "attempts": int(row.get("attempts", 0)),
-                        "hints": int(row.get("hints", 0)) + blank_hints.get((learner["id"], report.web_key(ex)), 0),
-                        "solution_seen": bool(row.get("revealed"))})
-    return out
+    pack = context.pack
+    wanted = {ex.key: report.track_of(pack, ex) for ex in report.selected(pack, pack_id, track)}
+    return [row | {"track": wanted[row["exercise"]]}
+            for row in Practice(context.store, pack).class_report().progress if row["exercise"] in wanted]
 
 
 def class_misconceptions(context: WebContext, lang: str = "en") -> list[dict]:
-    """Per misconception: how many learners' attempts hit it (``learners``, most common first; an
-    attempt hits one when a blank failed with that misconception), the exercise, the blank and a
-    link to it, and the misconception's feedback."""
-    store, pack = context.store, context.pack
-    by_key = {(ex.pack, ex.id): ex for ex in pack}
-    hits: dict[tuple[str, str, str], set[str]] = {}
-    blanks: dict[tuple[str, str, str], int] = {}
-    for learner in store.learners():
-        mine = store.for_learner(learner["id"])
-        for part in pack.packs:
-            for attempt in mine.review_sources(pack=part.id)["attempts"]:
-                for b in attempt["blanks"]:
-                    if b.get("misconception") and not b.get("passed"):
-                        key = (part.id, attempt["exercise"], str(b["misconception"]))
-                        hits.setdefault(key, set()).add(learner["id"])
-                        if isinstance(b.get("index"), int):
-                            blanks[key] = b["index"]
-    out = []
-    for (pack_id, ex_id, mid), who in hits.items():
-        ex = by_key.get((pack_id, ex_id))
-        if ex is None:  # an exercise no longer in the loaded packs
-            continue
-        m = next((m for m in ex.misconceptions if m.id == mid), None)
-        blank = blanks.get((pack_id, ex_id, mid), m.blank if m else None)
-        out.append({"misconception": mid, "exercise": ex.key, "pack": pack_id, "blank": blank,
-                    "learners": len(who), "feedback": (m.feedback.get(lang) or m.feedback.get("en", "")) if m else "",
-                    "url": f"/exercises/{ex.key}" + (f"#blank-{blank}" if blank else "")})
-    out.sort(key=lambda r: (-r["learners"], r["exercise"], r["blank"] or 0, r["misconception"]))
-    return out
+    """Per misconception: how many learners' attempts hit it (``learners``, most common first), the
+    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``)."""
+    from alignlings.practice.session import Practice
+
+    return Practice(context.store, context.pack).class_report(lang).misconceptions
 
 
 def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:

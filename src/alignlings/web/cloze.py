@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import html
 import logging
-import random
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice.pack import Exercise
-from alignlings.practice.service import STORE_ERRORS
+from alignlings.practice.session import DEFAULT_CLOZE_RATIO
 from alignlings.web import render
-from alignlings.web.context import ctx, lang_of, render_page
-from alignlings.web.exercises import get_exercise
-from alignlings.web.guard import QueueFull, client_key
+from alignlings.web.context import call, ctx, get_exercise, graded, lang_of, practice, render_page
 from alignlings.web.i18n import ui
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
 
-DEFAULT_RATIO = 0.15
+DEFAULT_RATIO = DEFAULT_CLOZE_RATIO
 
 
 class ClozeBody(BaseModel):
@@ -89,35 +86,16 @@ def snippet_html(source: str, masked, values: dict[str, str] | None = None, lang
     return render.highlight(source, holes)
 
 
-def _progress_row(request: Request, ex: Exercise) -> dict:
-    try:
-        summary = ctx(request).store.summary(ex.pack)
-    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
-        return {}
-    return summary.get(ex.id) or {}
-
-
 def shows_unseen_solution(request: Request, ex: Exercise) -> bool:
     """Whether the drill would show the solution of an exercise not solved and not yet revealed."""
-    row = _progress_row(request, ex)
-    return ex.is_code and not row.get("solved") and not row.get("revealed")
+    return practice(request).cloze_reveals(ex)
 
 
 def _draw(request: Request, ex: Exercise, lang: str, ratio: float, seed: int | None) -> dict:
-    from alignlings.practice import cloze as cz
-
-    source = cz.snippet_source(ex, lang)
-    positions = cz.maskable_positions(source)
-    if seed is None:
-        seed = random.SystemRandom().randrange(2**31)
-    try:
-        stats = ctx(request).store.cloze_stats(ex.id, pack=ex.pack)
-    except STORE_ERRORS:  # no history yet is fine
-        stats = None
-    masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
-    return {"snippet": ex.key, "seed": seed, "ratio": ratio, "maskable": len(positions),
-            "masked": [p.key for p in masked], "counter": cz.counter_text(len(positions), len(masked), lang),
-            "html": snippet_html(source, masked, lang=lang)}
+    drawn = call(practice(request).cloze_draw, ex, lang=lang, ratio=ratio, seed=seed)
+    return {"snippet": ex.key, "seed": drawn.seed, "ratio": drawn.ratio, "maskable": drawn.maskable,
+            "masked": [p.key for p in drawn.masked], "counter": drawn.counter,
+            "html": snippet_html(drawn.source, drawn.masked, lang=lang)}
 
 
 @router.get("/api/cloze", tags=["cloze"])
@@ -132,49 +110,24 @@ def list_snippets(request: Request) -> list[dict]:
 def open_snippet(request: Request, snippet_id: str) -> dict:
     """Open the drill of an exercise not solved yet: recorded as "solution seen" (it shows the solution)."""
     ex = snippet(request, snippet_id)
-    if shows_unseen_solution(request, ex):
-        ctx(request).store.record_solution_revealed(ex.id, pack=ex.pack)
+    practice(request).cloze_open(ex)
     return {"snippet": ex.key, "revealed": True}
 
 
 @router.post("/api/cloze/{snippet_id:path}", tags=["cloze"])
 async def cloze_action(request: Request, snippet_id: str, body: ClozeBody) -> dict:
-    """Draw a new mask, or check answers for the masked keys."""
-    from alignlings.practice import cloze as cz
-
+    """Draw a new mask (it shows the rest of the solution: see ``open``), or check answers for the
+    masked keys."""
     lang = lang_of(request)
     ex = snippet(request, snippet_id)
     if body.action == "draw":
-        if shows_unseen_solution(request, ex):  # a draw shows the rest of the solution
-            ctx(request).store.record_solution_revealed(ex.id, pack=ex.pack)
         return _draw(request, ex, lang, body.ratio, body.seed)
-    source = cz.snippet_source(ex, lang)
-    by_key = {p.key: p for p in cz.maskable_positions(source)}
-    unknown = [k for k in body.masked if k not in by_key]
-    if unknown or not body.masked:
-        raise HTTPException(422, f"masked: unknown position keys {unknown[:5]}" if unknown else "masked: empty")
-    masked = [by_key[k] for k in dict.fromkeys(body.masked)]
-    answers = {k: str(body.answers.get(k, ""))[:500] for k in by_key if k in body.answers}
-    c = ctx(request)
-
-    def grade():
-        results = cz.check(ex, source, masked, answers, c.grader())
-        c.store.record_cloze(ex.id, [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results],
-                           pack=ex.pack)
-        return results
-
-    try:
-        results = await c.check_queue.run(grade, client=client_key(request))
-    except (HTTPException, QueueFull):
-        raise
-    except ValueError as exc:  # ClozeError: positions that are not this snippet's
-        raise HTTPException(422, str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - the grader failed: report it, keep serving
-        log.exception("cloze check failed on %s", ex.id)
-        raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
-    right = sum(1 for r in results if r["correct"])
-    return {"snippet": ex.key, "results": results, "right": right, "total": len(results),
-            "score": ui(lang)["cloze_score"].format(right=right, total=len(results))}
+    answers = {k: str(v)[:500] for k, v in body.answers.items()}
+    session = practice(request)
+    checked = await graded(request, lambda: session.cloze_check(ex, body.masked, answers, lang=lang), what=ex.key)
+    return {"snippet": ex.key, "results": checked.results, "right": checked.right, "total": checked.total,
+            "score": ui(lang)["cloze_score"].format(right=checked.right, total=checked.total),
+            "recorded": checked.recorded}
 
 
 @router.get("/cloze", include_in_schema=False)

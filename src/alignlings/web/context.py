@@ -12,12 +12,15 @@ import logging
 import threading
 from typing import Any
 
-from fastapi import Request
+from collections.abc import Callable
+
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from alignlings.practice.pack import Pack
+from alignlings.practice.pack import Exercise, Pack, PackError
+from alignlings.practice.session import Practice, StoreUnavailable, UsageError
 from alignlings.web import i18n
-from alignlings.web.checkqueue import CheckQueue
+from alignlings.web.checkqueue import CheckQueue, QueueFull, client_key
 
 log = logging.getLogger("alignlings.web")
 
@@ -65,6 +68,68 @@ class WebContext:
 def ctx(request: Request) -> WebContext:
     """The app's shared state; in a classroom, the learner's view of it (``web/classroom.py``)."""
     return getattr(request.state, "ctx", None) or request.app.state.ctx
+
+
+_practice_lock = threading.Lock()
+
+
+def practice(request: Request) -> Practice:
+    """The learner's practice session (``alignlings.practice.session``): what every route calls.
+
+    One per app and store (its review engine keeps what it folded in); in a classroom, one per
+    learner's view of the store."""
+    c = ctx(request)
+    with _practice_lock:
+        cached = c.__dict__.get("_practice")
+        if cached is None or cached.store is not c.store or cached.course is not c.pack:
+            cached = Practice(c.store, c.pack, c.grader, source="web")
+            c.__dict__["_practice"] = cached
+    return cached
+
+
+def get_exercise(request: Request, exercise_id: str) -> Exercise:
+    """The exercise of the loaded course, or 404."""
+    try:
+        return ctx(request).pack.get(exercise_id)
+    except PackError:
+        raise HTTPException(404, f"unknown exercise {exercise_id!r}") from None
+
+
+def usage_error(exc: UsageError) -> HTTPException:
+    """A request the course cannot serve: 404 when the thing asked for does not exist, else 422."""
+    detail = exc.message
+    if not exc.missing and not detail.startswith(f"{exc.argument}:"):
+        detail = f"{exc.argument}: {detail}"  # name the field, as the API's other 422s do
+    return HTTPException(404 if exc.missing else 422, detail)
+
+
+def call(fn: Callable, *args, **kwargs):
+    """Run a session method, its UsageError as the HTTP error."""
+    try:
+        return fn(*args, **kwargs)
+    except UsageError as exc:
+        raise usage_error(exc) from None
+    except StoreUnavailable as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "5"}) from None
+
+
+async def graded(request: Request, fn: Callable, *, what: str):
+    """Run a grading (``fn``, which may record through the session) through the bounded, fair
+    grading queue, and map what can go wrong to an HTTP status, in one place: a full queue 429, a
+    request the course cannot serve 404/422, a submission the engine refuses 422, and anything
+    else 500 with a fixed message. No exception text reaches the client; the error is logged."""
+    try:
+        return await ctx(request).check_queue.run(fn, client=client_key(request))
+    except (HTTPException, QueueFull):
+        raise
+    except UsageError as exc:
+        raise usage_error(exc) from None
+    except ValueError:  # the engine refused the submission (its checks run before any grading)
+        log.warning("%s: the submission was refused", what, exc_info=True)
+        raise HTTPException(422, "the submission could not be graded as given") from None
+    except Exception:  # noqa: BLE001 - the grader itself failed: report it, keep serving
+        log.exception("the grader failed on %s", what)
+        raise HTTPException(500, "the grader failed; the error is in the server's log") from None
 
 
 def lang_of(request: Request) -> str:

@@ -9,19 +9,18 @@ from __future__ import annotations
 import html
 import logging
 import re
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice import blanks as bl
-from alignlings.practice.pack import Exercise, PackError
-from alignlings.practice import service
-from alignlings.practice.service import STORE_ERRORS
+from alignlings.practice.pack import Exercise
+from alignlings.practice.session import blank_hints
 from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
-from alignlings.web.context import ctx, lang_of, render_page
-from alignlings.web.guard import QueueFull, client_key
+from alignlings.web.context import call, ctx, get_exercise, graded, lang_of, practice, render_page
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
@@ -35,13 +34,6 @@ class CheckBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     code: str | None = Field(default=None, max_length=200_000, description="The learner's whole file.")
     fills: list[str] | None = Field(default=None, max_length=64, description="One fill per blank, in order.")
-
-
-def get_exercise(request: Request, exercise_id: str) -> Exercise:
-    try:
-        return ctx(request).pack.get(exercise_id)
-    except PackError:
-        raise HTTPException(404, f"unknown exercise {exercise_id!r}") from None
 
 
 def code_exercise(request: Request, exercise_id: str) -> Exercise:
@@ -59,22 +51,19 @@ def _blanks(ex: Exercise) -> list[bl.Blank]:
     return bl.find_blanks(ex.solution_source)
 
 
-def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict]]:
+def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict[str, Any]]]:
     """The latest attempt since the last reset: its fills (to put back into the inputs) and the
     ✓/✗ mark of each blank (``index``, ``fill``, ``passed``, ``message``). Empty if none."""
-    try:
-        attempts = ctx(request).store.attempts(ex.id, pack=ex.pack)
-    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
-        return {}, []
-    for attempt in reversed(list(attempts or [])):
+    attempts = practice(request).attempts(ex)  # [] when the store cannot be read: never a failed page
+    for attempt in reversed(attempts):
         get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
         if get("before_reset"):
             break
         code = get("code")
         if code:
-            fills = bl.extract_fills(code, ex.solution_source, _blanks(ex))
-            fills = {i: f for i, f in fills.items() if f and f != bl.PLACEHOLDER}
-            marks = [{"index": b.get("index"), "fill": fills.get(b.get("index"), ""), "passed": b.get("passed"),
+            found = bl.extract_fills(code, ex.solution_source, _blanks(ex))
+            fills: dict[int, str] = {i: f for i, f in found.items() if f and f != bl.PLACEHOLDER}
+            marks = [{"index": b.get("index"), "fill": fills.get(int(b.get("index") or 0), ""), "passed": b.get("passed"),
                       "message": b.get("message") or ""}
                      for b in ((get("verdict") or {}).get("blanks") or []) if isinstance(b, dict)]
             return fills, marks
@@ -114,7 +103,9 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
     strings = ui(lang)
     marks = {b.index: f"@@ALIGNLINGS_BLANK_{b.index}@@" for b in blanks}
     marked = bl.render(ex.solution_source, blanks, marks, todos=list(texts.blanks), comments=_comments(ex, lang))
-    holes, after_line, source = [], {}, marked
+    holes: list[render.Hole] = []
+    after_line: dict[int, str] = {}
+    source = marked
     for b in blanks:  # swap each marker for _____ so the lexer sees the template, and note where
         start = source.index(marks[b.index])
         source = source[:start] + bl.PLACEHOLDER + source[start + len(marks[b.index]):]
@@ -137,10 +128,8 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
 
 
 def hints_taken(request: Request, ex: Exercise) -> int:
-    try:
-        return int(ctx(request).store.hints_taken(ex.id, pack=ex.pack) or 0)
-    except STORE_ERRORS:
-        return 0
+    """How many of the exercise's own hints were taken since the last reset (per-blank ones apart)."""
+    return practice(request).hint_state(ex).exercise
 
 
 # -- JSON API --------------------------------------------------------------------------------
@@ -148,14 +137,13 @@ def hints_taken(request: Request, ex: Exercise) -> int:
 def list_exercises(request: Request) -> list[dict]:
     """The pack's exercises in order, with the learner's progress on each."""
     lang = lang_of(request)
-    summaries = {p.id: ctx(request).store.summary(p.id) for p in ctx(request).pack.packs}
+    rows = practice(request).summary().exercises
     out = []
     for ex in ctx(request).pack:
-        row = summaries.get(ex.pack, {}).get(ex.id, {})
+        row = rows[ex.key]
         out.append({"id": ex.id, "key": ex.key, "pack": ex.pack, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
-                    "cloze": ex.cloze, "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
-                    "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed")),
-                    "url": f"/exercises/{ex.key}"})
+                    "cloze": ex.cloze, "solved": row.solved, "attempts": row.attempts, "hints": row.hints,
+                    "revealed": row.revealed, "url": f"/exercises/{ex.key}"})
     return out
 
 
@@ -194,27 +182,19 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
             raise HTTPException(422, f"fills: expected {n} fills for {ex.id}, got {len(body.fills)}")
         if any(len(f) > MAX_FILL_CHARS for f in body.fills):
             raise HTTPException(422, f"fills: each fill is at most {MAX_FILL_CHARS} characters")
-    lang, c = lang_of(request), ctx(request)
+    lang, session = lang_of(request), practice(request)
 
     def grade() -> dict:
         from alignlings.practice.grader import template_for
 
-        verdict, code = service.grade_and_record(c.grader(), c.store, ex, code=body.code, fills=body.fills,
-                                                 lang=lang, source="web")
+        checked = session.check(ex, code=body.code, fills=body.fills, lang=lang)
+        verdict: Any = checked.verdict
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
             return web_verdict.file_for_web(verdict, lang=lang) if ex.is_bug else verdict
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
-                                   graded_code=code, lang=lang)
+                                   graded_code=checked.code, lang=lang)
 
-    try:
-        return await c.check_queue.run(grade, client=client_key(request))
-    except (HTTPException, QueueFull):
-        raise
-    except ValueError as exc:  # the engine's "bad submission" errors
-        raise HTTPException(422, str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - the grader itself failed: report it, keep serving
-        log.exception("grader failed on %s", ex.id)
-        raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
+    return await graded(request, grade, what=ex.key)
 
 
 class HintBody(BaseModel):
@@ -224,25 +204,9 @@ class HintBody(BaseModel):
     blank: int | None = Field(default=None, ge=1, description="The TODO number (1-based).")
 
 
-def blank_hints(ex: Exercise, lang: str) -> list[list[str]]:
-    """Per-blank hints of the pack (``texts.blank_hints``), one list per blank; [] when the pack has none."""
-    hints = getattr(ex.texts(lang), "blank_hints", None) or []
-    return [list(h or []) for h in hints]
-
-
-def _blank_hints_key(ex: Exercise) -> str:
-    from alignlings.practice.pack import BUILTIN_PACK_ID
-
-    # the built-in pack keeps its old key; another pack's exercise is named PACK/ID
-    return f"web.blank_hints_taken:{ex.id if ex.pack == BUILTIN_PACK_ID else f'{ex.pack}/{ex.id}'}"
-
-
 def blank_hints_taken(request: Request, ex: Exercise) -> dict[int, int]:
-    try:
-        raw = ctx(request).store.get_setting(_blank_hints_key(ex), {}) or {}
-        return {int(k): int(v) for k, v in raw.items()}
-    except (*STORE_ERRORS, ValueError, TypeError, AttributeError):  # a malformed setting counts as none
-        return {}
+    """Blank -> how many of its hints were taken since the last reset."""
+    return practice(request).hint_state(ex).blanks
 
 
 @router.post("/api/exercises/{exercise_id:path}/hint", tags=["exercises"])
@@ -254,44 +218,34 @@ def next_hint(request: Request, exercise_id: str, body: HintBody | None = None) 
     """
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
-    if body is not None and body.blank is not None:
-        if not ex.is_code or body.blank > len(_blanks(ex)):
-            raise HTTPException(422, f"blank: expected 1..{len(_blanks(ex)) if ex.is_code else 0}, got {body.blank}")
-        per_blank = blank_hints(ex, lang)
-        hints = per_blank[body.blank - 1] if body.blank - 1 < len(per_blank) else []
-        if not hints:
-            raise HTTPException(404, f"{exercise_id!r} has no hints for TODO {body.blank}")
-        taken = blank_hints_taken(request, ex)
-        n = min(taken.get(body.blank, 0) + 1, len(hints))
-        taken[body.blank] = n
-        ctx(request).store.set_setting(_blank_hints_key(ex), {str(k): v for k, v in taken.items()})
-        return {"blank": body.blank, "index": n, "total": len(hints), "hint": hints[n - 1],
-                "html": render.inline_markdown(hints[n - 1]), "last": n >= len(hints)}
-    hints = ex.texts(lang).hints
-    if not hints:
-        raise HTTPException(404, f"{exercise_id!r} has no hints")
-    taken = int(ctx(request).store.record_hint(ex.id, pack=ex.pack, available=len(hints)))
-    n = max(1, min(taken, len(hints)))
-    return {"index": n, "total": len(hints), "hint": hints[n - 1], "html": render.inline_markdown(hints[n - 1]),
-            "last": n >= len(hints)}
+    blank = body.blank if body is not None else None
+    h = call(practice(request).hint, ex, blank, lang=lang)
+    out = {"index": h.index, "total": h.total, "hint": h.text, "html": render.inline_markdown(h.text),
+           "last": h.last, "recorded": h.recorded}
+    return out if blank is None else {"blank": blank, **out}
 
 
 @router.post("/api/exercises/{exercise_id:path}/solution", tags=["exercises"])
 def reveal_solution(request: Request, exercise_id: str) -> dict:
     """Reveal the reference answer and its explanation (recorded as revealed)."""
-    from alignlings.practice.grader import solution_for
-
     lang = lang_of(request)
     ex = code_exercise(request, exercise_id)
-    ctx(request).store.record_solution_revealed(ex.id, pack=ex.pack)
-    code = solution_for(ex, lang)
-    texts = ex.texts(lang)
+    shown = call(practice(request).reveal, ex, lang=lang)
     blanks = _blanks(ex)
-    todos = list(texts.blanks)
-    return {"solution": code, "html": answers_html(blanks, todos, lang),
-            "answers": [{"index": b.index, "name": b.name, "answer": b.answer,
-                         "todo": todos[b.index - 1] if b.index - 1 < len(todos) else ""} for b in blanks],
-            "explanation": texts.explanation, "explanation_html": render.markdown(texts.explanation)}
+    todos = list(ex.texts(lang).blanks)
+    return {"solution": shown.solution, "html": answers_html(blanks, todos, lang),
+            "answers": [a.as_dict() for a in shown.answers],
+            "explanation": shown.explanation, "explanation_html": render.markdown(shown.explanation),
+            "recorded": shown.recorded}
+
+
+@router.post("/api/exercises/{exercise_id:path}/reset", tags=["exercises"])
+def reset_exercise(request: Request, exercise_id: str) -> dict:
+    """Start the exercise over, as ``alignlings reset`` does: attempts, hints and the solution seen
+    count from zero again (the history is kept)."""
+    ex = get_exercise(request, exercise_id)
+    done = practice(request).reset(ex)
+    return {"exercise": done.exercise, "recorded": done.recorded}
 
 
 def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> str:
@@ -320,7 +274,7 @@ def exercise_page(request: Request, exercise_id: str):
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)
     hints = [render.inline_markdown(h) for h in texts.hints[:taken]]
-    row = ctx(request).store.summary(ex.pack).get(ex.id, {})
+    row = practice(request).summary().exercises[ex.key]
     pack = ctx(request).pack
     order = list(pack.exercises)
     i = order.index(ex.key)
@@ -341,8 +295,8 @@ def exercise_page(request: Request, exercise_id: str):
     return render_page(request, "exercise.html", nav="home", ex=ex, title=ex.title.get(lang, ex.id),
                        statement_html=render.markdown(web_statement(texts.statement)),
                        code_html=template_html(ex, lang, fills),
-                       hints=hints, hints_total=len(texts.hints), solved=bool(row.get("solved")),
-                       revealed=bool(row.get("revealed")), prev=link(i - 1), next=link(i + 1),
+                       hints=hints, hints_total=len(texts.hints), solved=row.solved,
+                       revealed=row.revealed, prev=link(i - 1), next=link(i + 1),
                        client={"lang": lang, "t": ui(lang), "exercise": ex.key, "blanks": len(_blanks(ex)),
                                "marks": marks, "blank_hints": {str(k): v for k, v in shown_blank_hints.items()},
                                "next": link(i + 1)})

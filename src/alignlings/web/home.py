@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from alignlings import i18n
-from alignlings.web.context import ctx, lang_of, render_page
+from alignlings.web.context import ctx, lang_of, practice, render_page
 
 router = APIRouter()
 
@@ -17,8 +17,8 @@ def groups(request: Request) -> list[dict]:
     """``[{pack, title, tracks: [{id, title, requires, rows}]}]``: packs in course order, tracks in
     order; a row is one exercise with its progress (the store keys progress by pack and id)."""
     lang = lang_of(request)
-    pack, store = ctx(request).pack, ctx(request).store
-    summaries = {part.id: store.summary(part.id) for part in pack.packs}
+    pack = ctx(request).pack
+    progress = practice(request).summary().exercises
     from alignlings.web.classroom import track_locks_for
 
     locks = track_locks_for(request)  # a class: tracks the teacher locked, and why (empty otherwise)
@@ -29,10 +29,10 @@ def groups(request: Request) -> list[dict]:
             rows = []
             for key in track.exercises:
                 ex = pack.exercises[key]
-                row = summaries[part.id].get(ex.id, {})
+                row = progress[key]
                 rows.append({"id": key, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
-                             "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
-                             "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed"))})
+                             "solved": row.solved, "attempts": row.attempts, "hints": row.hints,
+                             "revealed": row.revealed})
             needs = [pack.track(r).title.get(lang, r) for r in track.requires]
             title = part.title if track.implicit and len(part.tracks) == 1 else track.title
             tracks.append({"id": track.key, "title": title.get(lang, track.id), "rows": rows,

@@ -11,9 +11,8 @@ import json
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
-from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
-from alignlings.web.context import ctx, lang_of, render_page
+from alignlings.web.context import call, ctx, lang_of, practice, render_page
 from alignlings.web.i18n import ui
 
 router = APIRouter()
@@ -21,28 +20,28 @@ router = APIRouter()
 
 def rows(request: Request) -> list[dict]:
     lang = lang_of(request)
-    summaries = {p.id: ctx(request).store.summary(p.id) for p in ctx(request).pack.packs}
-    out = []
-    for ex in ctx(request).pack:
-        row = summaries.get(ex.pack, {}).get(ex.id, {})
-        out.append({"id": ex.id, "key": ex.key, "pack": ex.pack, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
-                    "solved": bool(row.get("solved")), "attempts": int(row.get("attempts", 0)),
-                    "hints": int(row.get("hints", 0)), "revealed": bool(row.get("revealed"))})
-    return out
+    return _rows(practice(request).summary(), lang)
+
+
+def _rows(summary, lang: str) -> list[dict]:
+    return [{"id": r.id, "key": r.key, "pack": r.pack, "title": r.title.get(lang, r.id), "kind": r.kind, "level": r.level,
+             "solved": r.solved, "attempts": r.attempts, "hints": r.hints, "revealed": r.revealed}
+            for r in summary.exercises.values()]
 
 
 @router.get("/api/progress", tags=["progress"])
 def get_progress(request: Request) -> dict:
     """Per exercise: solved, attempts, hints taken, whether the solution was revealed."""
-    store = ctx(request).store
-    return {"exercises": rows(request), "summary": store.summary(ctx(request).pack.packs[0].id),
-            "summaries": {p.id: store.summary(p.id) for p in ctx(request).pack.packs}}
+    summary = practice(request).summary()
+    first = ctx(request).pack.packs[0].id
+    return {"exercises": _rows(summary, lang_of(request)), "summary": summary.by_pack.get(first, {}),
+            "summaries": summary.by_pack}
 
 
 @router.get("/api/progress/export", tags=["progress"])
 def export_progress(request: Request) -> Response:
     """All progress as a JSON document (a download); import it on another machine."""
-    data = ctx(request).store.export()
+    data = practice(request).export()
     return Response(json.dumps(data, ensure_ascii=False, indent=1), media_type="application/json",
                     headers={"Content-Disposition": 'attachment; filename="alignlings-progress.json"'})
 
@@ -71,17 +70,7 @@ async def import_progress(request: Request) -> dict:
         raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
     if not isinstance(data, dict):
         raise HTTPException(422, "expected a JSON object (the output of /api/progress/export)")
-    pack = ctx(request).pack
-    exercises = {ex.id for ex in pack}
-    questions = {q.id for ex in pack if ex.is_quiz for q in ex.quiz}  # bug-or-not drills answer as quiz questions
-    try:
-        counts = ctx(request).store.import_(data, exercises=exercises, questions=questions,
-                                            packs={p.id for p in pack.packs})
-    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
-        raise HTTPException(422, f"not an alignlings progress export: {exc}") from None
-    from alignlings.practice.review import rebuild_after_import
-
-    counts.update(rebuild_after_import(ctx(request).store, pack, data))  # the review schedule, rebuilt now
+    counts = call(practice(request).import_, data, only_loaded=True)  # the review schedule is rebuilt at once
     return {"imported": counts}
 
 
@@ -90,10 +79,7 @@ def _quiz_rows(request: Request, lang: str) -> list[dict]:
     for ex in ctx(request).pack:
         if ex.kind != "quiz":
             continue
-        try:
-            latest = ctx(request).store.quiz_answers(pack=ex.pack) or {}
-        except STORE_ERRORS:
-            latest = {}
+        latest = practice(request).quiz_answers(ex.pack)
         for q in ex.quiz:
             a = latest.get(q.id)
             out.append({"id": q.id, "question_html": render.inline_markdown(q.question.get(lang, q.id)),
@@ -106,10 +92,7 @@ def _cloze_rows(request: Request, lang: str) -> list[dict]:
     for ex in ctx(request).pack:
         if not ex.cloze:
             continue
-        try:
-            stats = ctx(request).store.cloze_stats(ex.id, pack=ex.pack) or {}
-        except STORE_ERRORS:
-            stats = {}
+        stats = practice(request).cloze_stats(ex)
         seen = right = 0
         for value in (stats.values() if isinstance(stats, dict) else []):
             if isinstance(value, dict):
@@ -122,7 +105,7 @@ def _cloze_rows(request: Request, lang: str) -> list[dict]:
 @router.get("/progress", include_in_schema=False)
 def progress_page(request: Request):
     lang = lang_of(request)
-    store = ctx(request).store
+    store = practice(request).store
     return render_page(request, "progress.html", nav="progress", title=ui(lang)["nav_progress"],
                        rows=rows(request), quiz=_quiz_rows(request, lang), cloze=_cloze_rows(request, lang),
                        store_path=str(getattr(store, "path", "")))

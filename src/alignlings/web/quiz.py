@@ -10,10 +10,8 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice.pack import Exercise, QuizQuestion
-from alignlings.practice import service
-from alignlings.practice.service import STORE_ERRORS
 from alignlings.web import render
-from alignlings.web.context import ctx, lang_of, render_page
+from alignlings.web.context import call, lang_of, practice, render_page
 from alignlings.web.i18n import ui
 
 router = APIRouter()
@@ -25,15 +23,11 @@ class AnswerBody(BaseModel):
 
 
 def quiz_exercises(request: Request) -> list[Exercise]:
-    return [ex for ex in ctx(request).pack if ex.is_quiz]  # the concept quiz and bug-or-not drills
+    return practice(request).quiz_exercises()  # the concept quiz and bug-or-not drills
 
 
 def find_question(request: Request, qid: str) -> tuple[Exercise, QuizQuestion]:
-    for ex in quiz_exercises(request):
-        for q in ex.quiz:
-            if qid in (q.id, f"{ex.pack}/{q.id}"):  # PACK/QID where two packs share a question id
-                return ex, q
-    raise HTTPException(404, f"unknown question {qid!r}")
+    return call(practice(request).quiz_question, qid)  # PACK/QID where two packs share a question id
 
 
 def public_question(ex: Exercise, q: QuizQuestion, lang: str) -> dict:
@@ -42,14 +36,6 @@ def public_question(ex: Exercise, q: QuizQuestion, lang: str) -> dict:
             "question_html": render.markdown(q.question.get(lang, "")),
             "options": [{"text": o.text.get(lang, ""), "html": render.inline_markdown(o.text.get(lang, ""))}
                         for o in q.options]}
-
-
-def _latest_answers(request: Request, pack: str | None = None) -> dict[str, dict]:
-    """question id -> the learner's last answer (``choice``, ``correct``, ...) in one pack (None: the first)."""
-    try:
-        return dict(ctx(request).store.quiz_answers(pack=pack or ctx(request).pack.packs[0].id) or {})
-    except STORE_ERRORS:  # progress is a convenience here, never a reason to fail the page
-        return {}
 
 
 @router.get("/api/quiz", tags=["quiz"])
@@ -64,19 +50,12 @@ def answer(request: Request, qid: str, body: AnswerBody) -> dict:
     """Record an answer; returns whether it is right and the explanation of every option."""
     lang = lang_of(request)
     ex, q = find_question(request, qid)
-    if body.choice >= len(q.options):
-        raise HTTPException(422, f"choice: expected 0..{len(q.options) - 1}, got {body.choice}")
-    correct = body.choice == q.answer
-    store = ctx(request).store
-    store.record_quiz_answer(q.id, body.choice, correct, pack=ex.pack)
+    result = call(practice(request).quiz_answer, ex, q, body.choice, lang=lang)
     out = answer_payload(q, body.choice, lang)
-    latest = round_answers(request, ex)
-    right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
-    total = len(ex.quiz)
-    if q.id == ex.quiz[-1].id:  # the last question closes a round: record it like `alignlings quiz` does
-        service.record_quiz_round(store, ex, right, total, source="web")
-        out["score"] = {"right": right, "total": total, "passed": right == total}
-    out["progress"] = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": total}
+    out["progress"] = result.progress
+    out["recorded"] = result.recorded
+    if result.score is not None:  # the last question closes a round (recorded like `alignlings quiz` does)
+        out["score"] = result.score
     return out
 
 
@@ -88,22 +67,9 @@ def answer_payload(q: QuizQuestion, choice: int, lang: str) -> dict:
                         for i, o in enumerate(q.options)]}
 
 
-def _round_key(ex: Exercise) -> str:
-    from alignlings.practice.pack import BUILTIN_PACK_ID
-
-    return f"web.quiz_round_started:{ex.id if ex.pack == BUILTIN_PACK_ID else f'{ex.pack}/{ex.id}'}"
-
-
-def round_answers(request: Request, ex: Exercise) -> dict[str, dict]:
-    """The latest answer to each of the quiz's questions since the learner last chose "retake"."""
-    latest = _latest_answers(request, ex.pack)
-    try:
-        started = ctx(request).store.get_setting(_round_key(ex))
-    except STORE_ERRORS:
-        started = None
-    ids = {q.id for q in ex.quiz}
-    return {qid: a for qid, a in latest.items()
-            if qid in ids and (not started or str(a.get("answered_at", "")) > str(started))}
+def round_answers(request: Request, ex: Exercise) -> dict[str, int]:
+    """The choice for each of the quiz's questions answered since the round started ("retake")."""
+    return practice(request).quiz_round(ex).answered
 
 
 class RetakeBody(BaseModel):
@@ -114,14 +80,12 @@ class RetakeBody(BaseModel):
 @router.post("/api/quiz-retake", tags=["quiz"])
 def retake(request: Request, body: RetakeBody) -> dict:
     """Start a new round: the page forgets the shown answers (the history stays in the progress)."""
-    from alignlings.practice.progress import utcnow
-
     ex = next((e for e in quiz_exercises(request) if body.exercise in (e.key, f"{e.pack}/{e.id}")), None)
     if ex is None:
         raise HTTPException(404, f"exercise: expected one of {[e.key for e in quiz_exercises(request)]}, "
                                  f"got {body.exercise!r}")
-    ctx(request).store.set_setting(_round_key(ex), utcnow())
-    return {"exercise": ex.key, "answered": 0, "total": len(ex.quiz)}
+    started = practice(request).quiz_start(ex)
+    return {"exercise": ex.key, "answered": 0, "total": started.total}
 
 
 @router.get("/quiz", include_in_schema=False)
@@ -136,7 +100,7 @@ def quiz_page(request: Request, only: str | None = None):
         latest = round_answers(request, ex)
         for q in ex.quiz:
             if q.id in latest:
-                answered[q.id] = answer_payload(q, int(latest[q.id]["choice"]), lang)
+                answered[q.id] = answer_payload(q, latest[q.id], lang)
         right = sum(1 for q in ex.quiz if answered.get(q.id, {}).get("correct"))
         rounds.append({"exercise": ex.key, "answered": sum(1 for q in ex.quiz if q.id in answered),
                        "right": right, "total": len(ex.quiz)})

@@ -9,7 +9,6 @@ schedules one answer; ``GET /api/review/mastery`` feeds the progress page's char
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -17,14 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings import i18n
 from alignlings.web import render
-from alignlings.web.context import ctx, lang_of, render_page
-from alignlings.web.guard import QueueFull, client_key
+from alignlings.web.context import call, ctx, graded, lang_of, practice, render_page
 from alignlings.web.i18n import learner, ui
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
 MAX_ANSWER_CHARS = 500
-_lock = threading.Lock()
 
 # strings of this page only (the shared ones live in alignlings.web.i18n)
 STRINGS = i18n.lang_table("web.review")  # strings: locales/{en,zh}.toml [web.review]
@@ -35,38 +32,34 @@ def strings(lang: str) -> dict[str, str]:
 
 
 def session(request: Request):
-    """The app's review engine (one per app: its catalog is computed once)."""
-    from alignlings.practice import review as rv
-
-    c = ctx(request)
-    with _lock:
-        engine = getattr(c, "review", None)
-        if engine is None or engine.store is not c.store or engine.pack is not c.pack:
-            engine = c.review = rv.Review(c.store, c.pack)
-    return engine
+    """The learner's review engine (the practice session's)."""
+    return practice(request).review()
 
 
 def due_count(request: Request) -> int:
     """How many items are due today (0 when the store cannot say, e.g. a test's fake store)."""
     try:
-        return int(session(request).counts()["due"])
+        return int(practice(request).review_counts()["due"])
     except Exception:  # noqa: BLE001 - a count in the nav is never worth a failed page
         return 0
 
 
-def _public(shown: dict, lang: str) -> dict:
-    """An item as the page needs it: quiz options as HTML, code split into lines with the masks (a
-    bug drill keeps its whole ``source`` for the editor, its statement as HTML)."""
-    out = {k: v for k, v in shown.items() if k not in ("source", "rendered")}
-    if shown["form"] == "bug":
-        out["source"] = shown["source"]
-        out["statement_html"] = render.markdown(shown["statement"]) if shown.get("statement") else ""
-    if shown["form"] == "quiz":
-        out["question_html"] = render.markdown(shown["question"])
-        out["options_html"] = [render.inline_markdown(o) for o in shown["options"]]
-    else:
-        out["lines"] = shown["source"].splitlines()
-        out["lines_html"] = render.highlight_lines(shown["source"])  # highlighted, for the lines without inputs
+def _public(shown, lang: str) -> dict:
+    """An item (``review.Prompt``) as the page needs it: quiz options as HTML, code split into lines
+    with the masks, highlighted (a bug drill keeps its whole ``source`` for the editor, its statement
+    as HTML)."""
+    from alignlings.practice import review as rv
+
+    out = {k: v for k, v in shown.as_dict().items() if k not in ("source", "rendered")}
+    if isinstance(shown, rv.QuizPrompt):
+        out["question_html"] = render.markdown(shown.question)
+        out["options_html"] = [render.inline_markdown(o) for o in shown.options]
+        return out
+    out["lines"] = shown.source.splitlines()
+    out["lines_html"] = render.highlight_lines(shown.source)  # highlighted, for the lines without inputs
+    if isinstance(shown, rv.BugPrompt):
+        out["source"] = shown.source
+        out["statement_html"] = render.markdown(shown.statement) if shown.statement else ""
     return out
 
 
@@ -74,19 +67,12 @@ def _public(shown: dict, lang: str) -> dict:
 def queue(request: Request, limit: int | None = None, concept: str | None = None) -> dict:
     """Today's due items (or a concept's items with ``concept``), without answers; ``counts``:
     ``due`` today, ``items`` in review, ``next`` (ISO 8601: the first item after today)."""
-    from alignlings.practice import review as rv
-
     lang = lang_of(request)
-    engine = session(request)
     if limit is not None and not 1 <= limit <= 500:
         raise HTTPException(422, f"limit: expected 1 to 500, got {limit}")
-    try:
-        items = engine.queue(limit=limit, concept=concept)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    return {"counts": engine.counts(),
-            "items": [_public(rv.present(engine, d.item, lang), lang) | {"retrievability": round(d.retrievability, 4)}
-                      for d in items]}
+    due = call(practice(request).review_queue, limit=limit, concept=concept, lang=lang)
+    return {"counts": due.counts,
+            "items": [_public(p.shown, lang) | {"retrievability": round(p.retrievability, 4)} for p in due.items]}
 
 
 class AnswerBody(BaseModel):
@@ -103,12 +89,8 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     """Grade one answer (code in the sandbox), rate it (FSRS: again/hard/good/easy) and schedule the item."""
     from alignlings.practice import review as rv
 
-    lang, c = lang_of(request), ctx(request)
-    engine = session(request)
-    try:
-        item = engine.item(body.pack, body.item)
-    except ValueError as exc:
-        raise HTTPException(404, str(exc)) from None
+    lang, session = lang_of(request), practice(request)
+    item = call(session.review_item, body.pack, body.item)  # 404 unless the learner has met it
     value: Any = body.answer
     if item.kind == "bug":  # a whole file
         if isinstance(value, str) and len(value) > rv.MAX_FILE_CHARS:
@@ -117,21 +99,12 @@ async def answer(request: Request, body: AnswerBody) -> dict:
             len(value) > 64 or any(len(v) > MAX_ANSWER_CHARS for v in value.values())):
         raise HTTPException(422, f"answer: at most {MAX_ANSWER_CHARS} characters per fill")
 
-    def grade() -> dict:
-        return rv.check(engine, item, value, grader=None if item.kind == "quiz" else c.grader(), lang=lang)
+    def grade():
+        return session.review_answer(body.pack, body.item, value, seconds=body.seconds, hinted=body.hinted,
+                                     lang=lang)
 
-    try:
-        result = grade() if item.kind == "quiz" else await c.check_queue.run(grade, client=client_key(request))
-    except (HTTPException, QueueFull):
-        raise
-    except ValueError as exc:  # a malformed answer for this kind of item
-        raise HTTPException(422, str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - the grader failed: report it, keep serving
-        log.exception("review check failed on %s", item.key)
-        raise HTTPException(500, f"the grader failed: {type(exc).__name__}: {exc}") from None
-    rating = rv.rate(result["correct"], kind=item.kind, hinted=body.hinted, seconds=body.seconds)
-    saved = engine.answer(item, rating, duration_ms=None if body.seconds is None else int(body.seconds * 1000),
-                          answer=rv.describe_answer(value))
+    done = call(grade) if item.kind == "quiz" else await graded(request, grade, what=item.key)
+    result = done.result
     if item.kind == "quiz":
         for o in result["options"]:
             o["why_html"] = render.inline_markdown(o["why"])
@@ -139,7 +112,7 @@ async def answer(request: Request, body: AnswerBody) -> dict:
         result["feedback_html"] = render.inline_markdown(result["feedback"])
     if result.get("story"):
         result["story_html"] = render.markdown(result["story"])
-    return {"result": result, "schedule": saved, "counts": engine.counts()}
+    return {"result": result, "schedule": done.schedule, "counts": done.counts, "recorded": done.recorded}
 
 
 @router.get("/api/review/mastery", tags=["review"])
@@ -147,7 +120,7 @@ def mastery(request: Request) -> dict:
     """Per concept: mastery (mean retrievability of its items met, or null), items, seen, due,
     its name and a link to practise it; weakest first."""
     lang = lang_of(request)
-    return {"concepts": session(request).mastery(lang), "t": {k: v for k, v in strings(lang).items()
+    return {"concepts": practice(request).mastery(lang), "t": {k: v for k, v in strings(lang).items()
                                                               if k.startswith("mastery") or k in ("practise", "items")}}
 
 

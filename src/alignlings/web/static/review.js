@@ -203,21 +203,24 @@
     } else if (it.form === "bug") {
       body.querySelector("textarea").classList.add(result.correct ? "ok" : "bad");
       if (result.feedback_html) out.push(el("div", { class: "blank-fb prose", html: result.feedback_html }));
-      if (!result.correct) out.push(el("p", { class: "bug-fix-label", text: L.reference_fix || R.bug_fix }),
-                                    el("p", { class: "dim", text: L.reference_legend || "" }), diffView(result.expected));
+      if (!result.correct && result.expected == null) out.push(el("p", { text: R.bug_withheld }));  // not solved: no fix shown
+      else if (!result.correct) out.push(el("p", { class: "bug-fix-label", text: L.reference_fix || R.bug_fix }),
+                                         el("p", { class: "dim", text: L.reference_legend || "" }), diffView(result.expected));
       else if (result.story_html) out.push(el("h3", { text: R.bug_story }), el("div", { class: "prose bug-story", html: result.story_html }));
     } else {
       body.querySelector("input[data-key]").classList.add(result.correct ? "ok" : "bad");
       if (!result.correct) {
-        out.push(el("p", { text: fill(R.expected, { expected: result.expected }) }));
+        out.push(el("p", { text: result.expected == null ? R.withheld : fill(R.expected, { expected: result.expected }) }));
         if (result.repeated) out.push(el("p", { text: R.repeated }));
         if (result.feedback_html) out.push(el("div", { class: "blank-fb prose", html: result.feedback_html }));
       }
     }
-    const days = Math.max(0, Math.round(schedule.interval_days * 10) / 10);
-    out.push(el("p", { class: "dim review-rated", text: fill(L.rated || R.rated, { rating: R["rating_" + schedule.rating], days: daysText(days), date: day(schedule.due) }) }));
+    if (schedule) {
+      const days = Math.max(0, Math.round(schedule.interval_days * 10) / 10);
+      out.push(el("p", { class: "dim review-rated", text: fill(L.rated || R.rated, { rating: R["rating_" + schedule.rating], days: daysText(days), date: day(schedule.due) }) }));
+    } else out.push(el("p", { class: "dim review-rated", text: R.not_saved }));  // the store could not be written
     feedback.replaceChildren(...out);
-    showCounts(res.data.counts);
+    if (res.data.counts) showCounts(res.data.counts);
     checkBtn.hidden = true;
     hintBtn.hidden = true;
     nextBtn.hidden = false;

@@ -1,0 +1,716 @@
+"""One learner's practice in one loaded course: every use case, and its rules, written once.
+
+``Practice(store, course, grader, clock)`` is what the CLI (``cli/``), the web app (``web/``) and
+notebooks call; they parse input and render what its methods return (small dataclasses), and never
+write to the progress store or decide a rule themselves. The rules that live here:
+
+- A hint is one hint event on the exercise (the count the learner, the teacher's view and review's
+  ratings read), whichever kind it is: the exercise's own next hint, or the next hint about one blank.
+  Each kind advances its own progression key, ``hints/PACK/ID`` or ``blank_hints/PACK/ID/N``
+  (``{"taken", "reset_at"}``), restarted by a reset; asking past the last hint re-shows it and
+  records nothing.
+- The solution counts as seen ("revealed") when the learner asks for it, and when the cloze drill
+  of a code exercise that is neither solved nor revealed is opened or drawn (the drill shows the
+  rest of the solution), from any interface.
+- A quiz round starts with :meth:`Practice.quiz_start` (``alignlings quiz``, the page's "retake")
+  and ends with an answer to the quiz's last question: its score is the latest answer to each
+  question since the start, recorded as one attempt (passed when all are right).
+- A review answer is rated by :func:`alignlings.practice.review.rate` from the verdict, whether a
+  hint was shown and the seconds taken; only items the learner has met are served or accepted, and
+  a wrong answer shows the reference fill (or a bug drill's fix) only once the exercise is solved
+  or its solution was seen.
+- A store that cannot be written never hides a result: the failure is logged, the learner still
+  gets the verdict, the hint, the solution, the quiz explanation or the cloze verdict, and the
+  result says ``recorded=False``. Grading and recording are separate steps, so a store error is
+  never reported as a grader failure.
+
+Bad input raises :class:`UsageError` (a ``ValueError`` naming the argument); the CLI turns it into a
+usage error, the web app into 404 (``missing``) or 422.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from alignlings.practice.pack import Exercise, Pack, PackError, QuizQuestion
+from alignlings.practice.service import STORE_ERRORS, quiz_round_verdict, record_safely
+from alignlings.practice.verdict import Verdict
+
+log = logging.getLogger("alignlings.practice")
+
+DEFAULT_CLOZE_RATIO = 0.15
+
+
+class UsageError(ValueError):
+    """A request this course cannot serve: ``argument`` names what was wrong; ``missing`` when the
+    thing asked for does not exist (the web app answers 404, else 422)."""
+
+    def __init__(self, argument: str, message: str, *, missing: bool = False):
+        super().__init__(message)
+        self.argument, self.message, self.missing = argument, message, missing
+
+
+class StoreUnavailable(RuntimeError):
+    """What only the store can do (an import) could not be done now: it cannot be written."""
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+class _Result:
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass
+class Checked(_Result):
+    verdict: Verdict
+    code: str  # what was graded (for fills: the template with them in place)
+    recorded: bool
+
+
+@dataclass
+class Hint(_Result):
+    exercise: str  # the exercise's key
+    blank: int | None  # None: the exercise's own hints
+    index: int  # which hint this is, 1-based
+    total: int
+    text: str
+    last: bool
+    recorded: bool
+
+
+@dataclass
+class HintState(_Result):
+    """How far the learner got in each hint progression since the last reset."""
+
+    exercise: int
+    blanks: dict[int, int]
+
+
+@dataclass
+class Answer(_Result):
+    index: int
+    name: str
+    answer: str
+    todo: str
+
+
+@dataclass
+class Reveal(_Result):
+    exercise: str
+    solution: str
+    answers: list[Answer]
+    explanation: str
+    recorded: bool
+
+
+@dataclass
+class Reset(_Result):
+    exercise: str
+    recorded: bool
+
+
+@dataclass
+class QuizRound(_Result):
+    exercise: str
+    answered: dict[str, int]  # question id -> the choice, since the round started
+    right: int
+    total: int
+
+
+@dataclass
+class QuizOption(_Result):
+    text: str
+    why: str
+    correct: bool
+
+
+@dataclass
+class QuizAnswer(_Result):
+    exercise: str
+    question: str
+    choice: int
+    answer: int
+    correct: bool
+    options: list[QuizOption]
+    progress: dict[str, int]  # answered, right, total in this round
+    score: dict[str, Any] | None  # the round's {right, total, passed} once its last question is answered
+    recorded: bool
+
+
+@dataclass
+class ClozeDraw(_Result):
+    exercise: str
+    seed: int
+    ratio: float
+    source: str
+    maskable: int
+    masked: list[Any]  # cloze.Position, in the drill's order
+    counter: str
+    revealed_now: bool  # this draw counted the solution as seen
+
+
+@dataclass
+class ClozeChecked(_Result):
+    exercise: str
+    results: list[dict]
+    right: int
+    total: int
+    recorded: bool
+
+
+@dataclass
+class ExerciseProgress(_Result):
+    key: str
+    id: str
+    pack: str
+    kind: str
+    level: int
+    title: dict[str, str]
+    solved: bool
+    attempts: int
+    hints: int
+    revealed: bool
+
+
+@dataclass
+class PackProgress(_Result):
+    id: str
+    title: dict[str, str]
+    done: int
+    total: int
+
+
+@dataclass
+class Summary(_Result):
+    packs: list[PackProgress]
+    exercises: dict[str, ExerciseProgress]  # by exercise key, in course order
+    by_pack: dict[str, dict[str, dict]]  # the store's rows: pack id -> exercise id -> row
+
+    def next_exercise(self, course: Pack) -> Exercise | None:
+        """The first unsolved exercise, in track order."""
+        for track in course.tracks:
+            for key in track.exercises:
+                if not self.exercises[key].solved:
+                    return course.exercises[key]
+        return None
+
+
+@dataclass
+class ReviewPrompt(_Result):
+    shown: Any  # review.Prompt (its subclass says how it is asked): what the learner sees, without answers
+    retrievability: float
+
+
+@dataclass
+class ReviewQueue(_Result):
+    counts: dict
+    items: list[ReviewPrompt]
+
+
+@dataclass
+class ReviewAnswer(_Result):
+    item: str
+    kind: str
+    result: dict  # review.check(): correct, feedback, expected (None when withheld), ...
+    rating: str  # again, hard, good, easy
+    schedule: dict | None  # the item's new due date (None when the store could not be written)
+    counts: dict | None
+    recorded: bool
+
+
+@dataclass
+class ClassReport(_Result):
+    learners: list[dict]
+    progress: list[dict]  # one row per learner and exercise
+    misconceptions: list[dict]
+
+
+def status_of(row: dict) -> str:
+    """solved, attempted (anything done since the last reset) or not_started."""
+    if row.get("solved"):
+        return "solved"
+    return "attempted" if row.get("attempts") or row.get("hints") or row.get("revealed") else "not_started"
+
+
+def hint_key(ex: Exercise) -> str:
+    return f"hints/{ex.pack}/{ex.id}"
+
+
+def blank_hint_key(ex: Exercise, blank: int) -> str:
+    return f"blank_hints/{ex.pack}/{ex.id}/{blank}"
+
+
+def quiz_round_key(ex: Exercise) -> str:
+    return f"quiz_round/{ex.pack}/{ex.id}"
+
+
+def blank_hints(ex: Exercise, lang: str) -> list[list[str]]:
+    """The pack's per-blank hints, one list per blank ([] when it has none)."""
+    return [list(h or []) for h in (getattr(ex.texts(lang), "blank_hints", None) or [])]
+
+
+# -- the session -----------------------------------------------------------------------------------
+
+class Practice:
+    """One learner's practice in one loaded course.
+
+    ``store``: the learner's progress store (a ``ProgressStore`` or a view ``for_learner``);
+    ``grader``: a grader, or a function that makes one on first use (owned and closed by
+    :meth:`close`), or None where nothing is graded; ``clock``: review's time (None: review's
+    ``CLOCK``); ``source``: the interface, as attempts record it ("cli", "web", "notebook", ...).
+    """
+
+    def __init__(self, store, course: Pack, grader: Any = None, clock: Any = None, *, source: str = "cli"):
+        self.store, self.course, self.clock, self.source = store, course, clock, source
+        self._grader: Any = None
+        self._make_grader: Callable[[], Any] | None = None
+        self._owns_grader = False
+        if grader is not None and not hasattr(grader, "check") and callable(grader):
+            self._make_grader = grader
+        else:
+            self._grader = grader
+        self._review: Any = None
+        # what could not be recorded still counts for this session: quiz answers and round starts
+        self._unrecorded_answers: dict[tuple[str, str], dict] = {}
+        self._unrecorded_starts: dict[tuple[str, str], str] = {}
+
+    def grader(self):
+        if self._grader is None:
+            if self._make_grader is None:
+                raise RuntimeError("grader: this session was made without a grader")
+            self._grader, self._owns_grader = self._make_grader(), True
+        return self._grader
+
+    def close(self) -> None:
+        if self._owns_grader and self._grader is not None:
+            self._grader.close()
+            self._grader = None
+
+    def __enter__(self) -> Practice:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def exercise(self, exercise_id: str) -> Exercise:
+        try:
+            return self.course.get(exercise_id)
+        except PackError as exc:
+            raise UsageError("ID", str(exc).removeprefix("exercise: "), missing=True) from None
+
+    def _safely(self, what: str, fn: Callable[[], Any]) -> bool:
+        try:
+            fn()
+            return True
+        except STORE_ERRORS:
+            log.exception("could not record %s", what)
+            return False
+
+    def _read(self, what: str, fn: Callable[[], Any], default: Any) -> Any:
+        try:
+            return fn()
+        except STORE_ERRORS:
+            log.exception("could not read %s", what)
+            return default
+
+    def _row(self, ex: Exercise) -> dict:
+        return self._read("progress", lambda: self.store.summary(ex.pack), {}).get(ex.id, {})
+
+    def attempts(self, ex: Exercise) -> list[dict]:
+        """The exercise's attempts, oldest first (``before_reset`` on those a reset left behind);
+        [] when the store cannot be read."""
+        return list(self._read("attempts", lambda: self.store.attempts(ex.id, pack=ex.pack), []) or [])
+
+    def quiz_answers(self, pack_id: str) -> dict[str, dict]:
+        """Question id -> the latest answer in one pack ({} when the store cannot be read)."""
+        return dict(self._read("quiz answers", lambda: self.store.quiz_answers(pack=pack_id), {}) or {})
+
+    def cloze_stats(self, ex: Exercise) -> dict[str, dict]:
+        """Position key -> seen, wrong, right, streak of the cloze drill ({} when the store cannot be read)."""
+        return dict(self._read("cloze statistics", lambda: self.store.cloze_stats(ex.id, pack=ex.pack), {}) or {})
+
+    # -- check ---------------------------------------------------------------------------------------
+    def check(self, ex: Exercise, *, code: str | None = None, fills: list[str] | None = None,
+              lang: str = "en", run_main: bool = True) -> Checked:
+        """Grade a whole file (``code``) or one fill per blank (``fills``) in the sandbox and record it."""
+        if (code is None) == (fills is None):
+            raise UsageError("code", "give exactly one of 'code' and 'fills'")
+        if not ex.is_code:
+            raise UsageError("ID", f"{ex.key!r} is a quiz: answer it with the quiz", missing=True)
+        grader = self.grader()
+        verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
+        graded = code if code is not None else grader.submission(ex, fills=fills).code
+        recorded = record_safely(self.store, ex, verdict, code=graded, source=self.source)
+        return Checked(verdict, graded, recorded)
+
+    # -- hints -----------------------------------------------------------------------------------------
+    def hint(self, ex: Exercise, blank: int | None = None, *, lang: str = "en") -> Hint:
+        """The next hint: the exercise's own (a nudge first, the formula last), or with ``blank`` the
+        next one about that blank. Past the last, the last again (nothing recorded)."""
+        if blank is None:
+            hints = list(ex.texts(lang).hints)
+            if not hints:
+                raise UsageError("ID", f"{ex.key!r} has no hints", missing=True)
+            key = hint_key(ex)
+        else:
+            hints = self._blank_hint_list(ex, blank, lang)
+            key = blank_hint_key(ex, blank)
+        try:
+            taken = int(self.store.take_hint(ex.id, pack=ex.pack, key=key, limit=len(hints)))
+            recorded = True
+        except STORE_ERRORS:
+            log.exception("could not record a hint on %s", ex.key)
+            taken = self._read("hints", lambda: self.store.hint_progress(ex.id, pack=ex.pack, key=key), 0) + 1
+            recorded = False
+        n = max(1, min(taken, len(hints)))
+        return Hint(ex.key, blank, n, len(hints), hints[n - 1], n >= len(hints), recorded)
+
+    def _blank_hint_list(self, ex: Exercise, blank: int, lang: str) -> list[str]:
+        from alignlings.practice.blanks import find_blanks
+
+        n_blanks = len(find_blanks(ex.solution_source)) if ex.is_code and not ex.is_bug else 0
+        if isinstance(blank, bool) or not isinstance(blank, int) or not 1 <= blank <= n_blanks:
+            raise UsageError("blank", f"expected a blank from 1 to {n_blanks} of {ex.key}, got {blank!r}"
+                             if n_blanks else f"{ex.key!r} has no blanks")
+        per_blank = blank_hints(ex, lang)
+        hints = per_blank[blank - 1] if blank - 1 < len(per_blank) else []
+        if not hints:
+            raise UsageError("blank", f"{ex.key!r} has no hints for TODO {blank}", missing=True)
+        return hints
+
+    def hint_state(self, ex: Exercise) -> HintState:
+        """The hints taken so far (per progression, since the last reset): what a page shows again."""
+        def taken(key: str) -> int:
+            return int(self._read("hints", lambda: self.store.hint_progress(ex.id, pack=ex.pack, key=key), 0))
+
+        from alignlings.practice.blanks import find_blanks
+
+        n_blanks = len(find_blanks(ex.solution_source)) if ex.is_code and not ex.is_bug else 0
+        per_blank = {n: taken(blank_hint_key(ex, n)) for n in range(1, n_blanks + 1)}
+        return HintState(taken(hint_key(ex)), {n: k for n, k in per_blank.items() if k})
+
+    # -- the solution --------------------------------------------------------------------------------
+    def reveal(self, ex: Exercise, *, lang: str = "en") -> Reveal:
+        """The reference solution, each blank's fill and the explanation; recorded as revealed."""
+        from alignlings.practice.blanks import find_blanks
+        from alignlings.practice.grader import solution_for
+
+        if not ex.is_code:
+            raise UsageError("ID", f"{ex.key!r} is a quiz: it has no solution file", missing=True)
+        recorded = self._safely(f"the reveal of {ex.key}",
+                                lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
+        texts = ex.texts(lang)
+        todos = list(texts.blanks)
+        answers = [Answer(b.index, b.name, b.answer, todos[b.index - 1] if b.index - 1 < len(todos) else "")
+                   for b in find_blanks(ex.solution_source)] if not ex.is_bug else []
+        return Reveal(ex.key, solution_for(ex, lang), answers, texts.explanation, recorded)
+
+    def reset(self, ex: Exercise) -> Reset:
+        """Start the exercise over: its summary and hint progressions restart; the history stays."""
+        return Reset(ex.key, self._safely(f"the reset of {ex.key}", lambda: self.store.reset(ex.id, pack=ex.pack)))
+
+    # -- the quiz ------------------------------------------------------------------------------------
+    def quiz_exercises(self) -> list[Exercise]:
+        return [ex for ex in self.course if ex.is_quiz]  # the concept quiz and bug-or-not drills
+
+    def quiz_question(self, qid: str) -> tuple[Exercise, QuizQuestion]:
+        """A question by its id, or ``PACK/QID`` where two packs share one."""
+        for ex in self.quiz_exercises():
+            for q in ex.quiz:
+                if qid in (q.id, f"{ex.pack}/{q.id}"):
+                    return ex, q
+        raise UsageError("question", f"unknown question {qid!r}", missing=True)
+
+    def quiz_start(self, ex: Exercise) -> QuizRound:
+        """Start a round: answers before now no longer count toward it (the history keeps them)."""
+        from alignlings.practice.store import utcnow
+
+        if not ex.is_quiz:
+            raise UsageError("exercise", f"expected a quiz, got {ex.key!r} ({ex.kind})")
+        now = utcnow()
+        if self._safely(f"the start of a round of {ex.key}", lambda: self.store.set_setting(quiz_round_key(ex), now)):
+            self._unrecorded_starts.pop((ex.pack, ex.id), None)
+        else:
+            self._unrecorded_starts[(ex.pack, ex.id)] = now
+        return QuizRound(ex.key, {}, 0, len(ex.quiz))
+
+    def _round_answers(self, ex: Exercise) -> dict[str, dict]:
+        latest = self._read("quiz answers", lambda: dict(self.store.quiz_answers(pack=ex.pack) or {}), {})
+        for (pack, qid), a in self._unrecorded_answers.items():
+            if pack == ex.pack and str(a["answered_at"]) >= str(latest.get(qid, {}).get("answered_at", "")):
+                latest[qid] = a
+        started = self._read("the quiz round", lambda: self.store.get_setting(quiz_round_key(ex)), None)
+        pending = self._unrecorded_starts.get((ex.pack, ex.id))
+        if pending and (not started or pending > str(started)):
+            started = pending
+        ids = {q.id for q in ex.quiz}
+        return {qid: a for qid, a in latest.items()
+                if qid in ids and (not started or str(a.get("answered_at", "")) >= str(started))}
+
+    def quiz_round(self, ex: Exercise) -> QuizRound:
+        """The round so far: the latest answer to each question since it started."""
+        latest = self._round_answers(ex)
+        answered = {q.id: int(latest[q.id]["choice"]) for q in ex.quiz if q.id in latest}
+        right = sum(1 for q in ex.quiz if q.id in latest and latest[q.id].get("correct"))
+        return QuizRound(ex.key, answered, right, len(ex.quiz))
+
+    def quiz_answer(self, ex: Exercise, q: QuizQuestion, choice: int, *, lang: str = "en") -> QuizAnswer:
+        """Record an answer; every option explained; the last question closes the round (recorded as
+        one attempt)."""
+        if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
+            raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
+        correct = choice == q.answer
+        from alignlings.practice.store import utcnow
+
+        recorded = self._safely(f"an answer to {q.id}",
+                                lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
+        if recorded:
+            self._unrecorded_answers.pop((ex.pack, q.id), None)
+        else:  # it still counts toward this round
+            self._unrecorded_answers[(ex.pack, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
+        latest = self._round_answers(ex)
+        latest[q.id] = {"choice": choice, "correct": correct}
+        right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
+        total = len(ex.quiz)
+        score = None
+        if q.id == ex.quiz[-1].id:
+            verdict = quiz_round_verdict(ex, right, total)
+            recorded = record_safely(self.store, ex, verdict, code="", source=self.source) and recorded
+            score = {"right": right, "total": total, "passed": right == total}
+        options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
+        progress = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": total}
+        return QuizAnswer(ex.key, q.id, choice, q.answer, correct, options, progress, score, recorded)
+
+    # -- the cloze drill -------------------------------------------------------------------------------
+    def cloze_exercise(self, exercise_id: str) -> Exercise:
+        ex = self.exercise(exercise_id)
+        if not ex.cloze:
+            ids = ", ".join(e.key for e in self.course if e.cloze)
+            raise UsageError("SNIPPET", f"{exercise_id!r} has no cloze snippet (snippets: {ids})", missing=True)
+        return ex
+
+    def cloze_reveals(self, ex: Exercise) -> bool:
+        """Whether the drill would show the solution of an exercise neither solved nor revealed."""
+        row = self._row(ex)
+        return ex.is_code and not row.get("solved") and not row.get("revealed")
+
+    def cloze_open(self, ex: Exercise) -> bool:
+        """Open the drill: the solution counts as seen when it was not yet; True when it now is."""
+        if not self.cloze_reveals(ex):
+            return False
+        self._safely(f"the reveal of {ex.key} by its cloze drill",
+                     lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
+        return True
+
+    def cloze_draw(self, ex: Exercise, *, lang: str = "en", ratio: float = DEFAULT_CLOZE_RATIO,
+                   seed: int | None = None) -> ClozeDraw:
+        """Mask random tokens of the snippet (past mistakes come back more often); a draw shows the
+        rest of the solution, so it opens the drill (:meth:`cloze_open`)."""
+        from alignlings.practice import cloze as cz
+
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise UsageError("ratio", f"expected a value in (0, 1], got {ratio!r}")
+        revealed = self.cloze_open(ex)
+        source = cz.snippet_source(ex, lang)
+        positions = cz.maskable_positions(source)
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**31)
+        stats = self._read("cloze statistics", lambda: self.store.cloze_stats(ex.id, pack=ex.pack), None)
+        masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
+        return ClozeDraw(ex.key, seed, ratio, source, len(positions), masked,
+                         cz.counter_text(len(positions), len(masked), lang), revealed)
+
+    def cloze_check(self, ex: Exercise, masked: list[str], answers: dict[str, str], *,
+                    lang: str = "en") -> ClozeChecked:
+        """Grade answers for the masked positions (a different token that behaves the same is run in
+        the sandbox and accepted), then record the round (a store failure never hides the verdict)."""
+        from alignlings.practice import cloze as cz
+
+        source = cz.snippet_source(ex, lang)
+        by_key = {p.key: p for p in cz.maskable_positions(source)}
+        unknown = [k for k in masked if k not in by_key]
+        if unknown or not masked:
+            raise UsageError("masked", f"unknown position keys {unknown[:5]}" if unknown else "empty")
+        chosen = [by_key[k] for k in dict.fromkeys(masked)]
+        answers = {k: v for k, v in answers.items() if k in by_key}  # other keys are not this snippet's
+        try:
+            results = cz.check(ex, source, chosen, answers, self.grader())
+        except cz.ClozeError as exc:
+            raise UsageError("answers", str(exc)) from None
+        rows = [{"key": r["key"], "token": r["token"], "correct": r["correct"]} for r in results]
+        recorded = self._safely(f"a cloze round of {ex.key}",
+                                lambda: self.store.record_cloze(ex.id, rows, pack=ex.pack))
+        return ClozeChecked(ex.key, results, sum(1 for r in results if r["correct"]), len(results), recorded)
+
+    # -- spaced review -----------------------------------------------------------------------------------
+    def review(self):
+        """The review engine of this learner and course (its catalog computed once per course)."""
+        from alignlings.practice import review as rv
+
+        if self._review is None:
+            self._review = (rv.Review(self.store, self.course, self.clock) if self.clock is not None
+                            else rv.Review(self.store, self.course))
+        return self._review
+
+    def review_counts(self) -> dict:
+        return self.review().counts()
+
+    def review_queue(self, *, limit: int | None = None, concept: str | None = None,
+                     lang: str = "en") -> ReviewQueue:
+        """Today's due items (or a concept's items met so far), as the learner sees them: no answers."""
+        from alignlings.practice import review as rv
+
+        engine = self.review()
+        try:
+            due = engine.queue(limit=limit, concept=concept)
+        except ValueError as exc:
+            raise UsageError("limit", str(exc)) from None
+        return ReviewQueue(engine.counts(), [ReviewPrompt(rv.present(engine, d.item, lang), d.retrievability)
+                                             for d in due])
+
+    def review_item(self, pack_id: str, key: str):
+        """A review item the learner has met (one with a schedule); others are refused."""
+        engine = self.review()
+        try:
+            item = engine.item(pack_id, key)
+        except ValueError as exc:
+            raise UsageError("item", str(exc), missing=True) from None
+        engine.sync()
+        met = self._read("review states", lambda: self.store.review_states(pack=item.pack), {})
+        if item.key not in met:
+            raise UsageError("item", f"item: {pack_id}/{key} is not an item you have met yet", missing=True)
+        return item
+
+    def review_answer(self, pack_id: str, key: str, answer: Any, *, seconds: float | None = None,
+                      hinted: bool = False, lang: str = "en") -> ReviewAnswer:
+        """Grade one review answer (code in the sandbox), rate it and schedule the item."""
+        from alignlings.practice import review as rv
+
+        engine = self.review()
+        item = self.review_item(pack_id, key)
+        try:
+            result = rv.check(engine, item, answer, grader=None if item.kind == "quiz" else self.grader(), lang=lang)
+        except ValueError as exc:  # a malformed answer for this kind of item
+            raise UsageError("answer", str(exc)) from None
+        if not result["correct"] and item.kind in ("exercise", "misconception", "bug"):
+            row = self._row(self.course.get(item.exercise))
+            if not row.get("solved") and not row.get("revealed"):  # the fill (or the fix) would solve it
+                result["expected"] = None
+                result["withheld"] = True
+        rating = rv.rate(result["correct"], kind=item.kind, hinted=hinted, seconds=seconds)
+        schedule = counts = None
+        try:
+            schedule = engine.answer(item, rating, duration_ms=None if seconds is None else int(seconds * 1000),
+                                     answer=rv.describe_answer(answer))
+            counts = engine.counts()
+            recorded = True
+        except STORE_ERRORS:
+            log.exception("could not record the review of %s", item.key)
+            recorded = False
+        return ReviewAnswer(item.key, item.kind, result, rv.RATING_NAMES[rating], schedule, counts, recorded)
+
+    def mastery(self, lang: str = "en") -> list[dict]:
+        return self.review().mastery(lang)
+
+    # -- progress --------------------------------------------------------------------------------------
+    def summary(self) -> Summary:
+        """Per pack and per exercise: solved, attempts, hints, solution seen (since each reset)."""
+        by_pack: dict[str, dict[str, dict]] = {}
+        for part in self.course.packs:
+            pid = part.id
+            by_pack[pid] = self._read("progress", lambda: self.store.summary(pid), {})
+        rows = {}
+        for ex in self.course:
+            r = by_pack.get(ex.pack, {}).get(ex.id, {})
+            rows[ex.key] = ExerciseProgress(ex.key, ex.id, ex.pack, ex.kind, ex.level, dict(ex.title),
+                                            bool(r.get("solved")), int(r.get("attempts", 0)),
+                                            int(r.get("hints", 0)), bool(r.get("revealed")))
+        packs = [PackProgress(part.id, dict(part.title), sum(1 for e in rows.values() if e.pack == part.id and e.solved),
+                              sum(1 for e in rows.values() if e.pack == part.id)) for part in self.course.packs]
+        return Summary(packs, rows, by_pack)
+
+    def welcome(self) -> bool:
+        """True the first time (and the welcome is marked as shown)."""
+        first = bool(self._read("the welcome", self.store.is_first_run, False))
+        if first:
+            self._safely("the welcome", self.store.mark_welcomed)
+        return first
+
+    def export(self) -> dict:
+        return self.store.export()
+
+    def import_(self, data: Any, *, only_loaded: bool = False) -> dict:
+        """Merge an export; with ``only_loaded``, ids must be the loaded course's. The review schedule
+        is rebuilt at once. Bad data: UsageError."""
+        from alignlings.practice.review import rebuild_after_import
+
+        if not isinstance(data, dict):
+            raise UsageError("data", "expected a JSON object (an alignlings progress export)")
+        limits: dict[str, Any] = {}
+        if only_loaded:
+            limits = {"exercises": {ex.id for ex in self.course},
+                      "questions": {q.id for ex in self.course if ex.is_quiz for q in ex.quiz},
+                      "packs": {p.id for p in self.course.packs}}
+        try:
+            counts = self.store.import_(data, **limits)
+        except STORE_ERRORS:
+            log.exception("could not import progress")
+            raise StoreUnavailable("the progress database cannot be written now (busy or read-only); "
+                                   "nothing was imported, try again") from None
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+            raise UsageError("data", f"not an alignlings progress export: {exc}") from None
+        counts.update(rebuild_after_import(self.store, self.course, data))
+        return counts
+
+    # -- the class (a teacher's view of the whole store) -----------------------------------------------
+    def class_report(self, lang: str = "en") -> ClassReport:
+        """Learners x exercises (status, attempts, hints, solution seen) and, per misconception, how
+        many learners' attempts hit it; a few queries per pack, however many learners."""
+        learners = self.store.learners()
+        by_pack = {part.id: self.store.class_summaries(part.id) for part in self.course.packs}
+        progress = []
+        for learner in learners:
+            for ex in self.course:
+                row = by_pack.get(ex.pack, {}).get(learner["id"], {}).get(ex.id, {})
+                progress.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key,
+                                 "pack": ex.pack, "status": status_of(row), "attempts": int(row.get("attempts", 0)),
+                                 "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed"))})
+        return ClassReport(learners, progress, self._class_misconceptions(lang, {lr["id"] for lr in learners}))
+
+    def _class_misconceptions(self, lang: str, learners: set[str]) -> list[dict]:
+        by_key = {(ex.pack, ex.id): ex for ex in self.course}
+        hits: dict[tuple[str, str, str], set[str]] = {}
+        blanks: dict[tuple[str, str, str], int] = {}
+        for part in self.course.packs:
+            for attempt in self.store.class_attempt_blanks(part.id):
+                if attempt["learner"] not in learners:
+                    continue
+                for b in attempt["blanks"]:
+                    if b.get("misconception") and not b.get("passed"):
+                        key = (part.id, attempt["exercise"], str(b["misconception"]))
+                        hits.setdefault(key, set()).add(attempt["learner"])
+                        if isinstance(b.get("index"), int):
+                            blanks[key] = b["index"]
+        out = []
+        for (pack_id, ex_id, mid), who in hits.items():
+            ex = by_key.get((pack_id, ex_id))
+            if ex is None:  # an exercise no longer in the loaded packs
+                continue
+            m = next((m for m in ex.misconceptions if m.id == mid), None)
+            blank = blanks.get((pack_id, ex_id, mid), m.blank if m else None)
+            out.append({"misconception": mid, "exercise": ex.key, "pack": pack_id, "blank": blank,
+                        "learners": len(who), "feedback": (m.feedback.get(lang) or m.feedback.get("en", "")) if m else "",
+                        "url": f"/exercises/{ex.key}" + (f"#blank-{blank}" if blank else "")})
+        out.sort(key=lambda r: (-r["learners"], r["exercise"], r["blank"] or 0, r["misconception"]))
+        return out
+
+
+__all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer",
+           "ClozeDraw", "ClozeChecked", "Summary", "ExerciseProgress", "PackProgress", "ReviewQueue", "ReviewAnswer",
+           "ClassReport", "status_of"]
