@@ -153,7 +153,10 @@ def eos_token_ids(tokenizer, model: torch.nn.Module | None = None) -> list[int]:
 
 def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int,
                       pad_id: int, eos_ids: list[int] | None = None):
-    """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call)."""
+    """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call).
+
+    ``top_k`` goes in as given, 0 included, as TRL passes it: 0 turns top-k filtering off, while
+    None would let ``generate`` fill in transformers' default of 50."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -161,7 +164,7 @@ def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_p=top_p,
-        top_k=top_k if top_k > 0 else None,
+        top_k=top_k,
         pad_token_id=pad_id,
         eos_token_id=eos_ids if eos_ids is not None else tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
