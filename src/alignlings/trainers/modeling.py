@@ -63,6 +63,31 @@ def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Mo
     return model
 
 
+@torch.no_grad()
+def is_causal(model: torch.nn.Module, length: int = 6) -> bool:
+    """True when ``model``'s logits at each position ignore every later token: the property every
+    trainer relies on (a completion's log-probs are read off one pass over prompt + completion).
+
+    Checked directly: one short sequence, then the same with its last token changed; the logits
+    before that token must not move. An encoder loaded through ``AutoModelForCausalLM`` (BERT's
+    ``BertLMHeadModel`` with ``is_decoder=False``) attends both ways and fails this."""
+    inner = unwrap(model)
+    vocab = inner.get_output_embeddings().weight.shape[0] if inner.get_output_embeddings() is not None else None
+    vocab = vocab or getattr(inner.config, "vocab_size", 2)
+    device = next(inner.parameters()).device
+    ids = (torch.arange(length, device=device) * 7 + 3) % vocab
+    changed = ids.clone()
+    changed[-1] = (changed[-1] + 1) % vocab
+    was_training = inner.training
+    inner.eval()
+    try:
+        a, b = (inner(input_ids=x[None], attention_mask=torch.ones_like(x)[None]).logits[0, :-1].float()
+                for x in (ids, changed))
+    finally:
+        inner.train(was_training)
+    return bool(torch.allclose(a, b, atol=1e-4, rtol=1e-4))
+
+
 def is_peft_model(model: torch.nn.Module) -> bool:
     return type(unwrap(model)).__name__.startswith("Peft") and hasattr(unwrap(model), "disable_adapter")
 
