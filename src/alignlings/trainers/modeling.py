@@ -17,6 +17,7 @@ from functools import lru_cache
 import torch
 
 from alignlings.logprobs import SequenceLogProbs, sequence_logprobs
+from alignlings.trainers.checkpoint import set_seed
 from alignlings.trainers.decode import lean_decoder, lean_logits
 from alignlings.trainers.distributed import unwrap
 
@@ -31,7 +32,9 @@ def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Mo
     """Apply what the config and ``peft_config`` ask of a transformers model before training.
 
     ``peft_config`` (a ``peft.PeftConfig``, e.g. ``LoraConfig``; TRL's trainer argument of the same
-    name): the model becomes ``peft.get_peft_model(model, peft_config)`` and only the adapters train.
+    name): the model becomes ``peft.get_peft_model(model, peft_config)`` and only the adapters train;
+    the RNG is seeded with ``args.seed`` just before, as TRL does, so the adapters' initial weights
+    follow the seed. Prompt-learning configs (prompt tuning, prefix tuning, P-tuning) are refused.
     ``args.gradient_checkpointing``: ``gradient_checkpointing_enable`` with TRL's
     ``use_reentrant=False`` default (with PEFT, also ``enable_input_require_grads``, as TRL does).
     """
@@ -47,7 +50,14 @@ def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Mo
         if isinstance(model, peft.PeftModel):
             raise ValueError("peft_config: the model already has adapters (a PeftModel); pass its base model, "
                              "or the PeftModel without peft_config")
+        _refuse_prompt_learning(peft_config, "peft_config")
+        # peft draws the adapters' initial weights from the global RNG: seed first, as TRL does, so
+        # that the same --seed gives the same adapters (and the same run)
+        set_seed(args.seed)
         model = peft.get_peft_model(model, peft_config)
+    else:
+        for config in (getattr(model, "peft_config", None) or {}).values() if is_peft_model(model) else ():
+            _refuse_prompt_learning(config, "model")
     if getattr(args, "gradient_checkpointing", False):
         kwargs = dict(args.gradient_checkpointing_kwargs or {})
         kwargs.setdefault("use_reentrant", False)
@@ -86,6 +96,17 @@ def is_causal(model: torch.nn.Module, length: int = 6) -> bool:
     finally:
         inner.train(was_training)
     return bool(torch.allclose(a, b, atol=1e-4, rtol=1e-4))
+
+
+def _refuse_prompt_learning(config, name: str) -> None:
+    """Prompt tuning, prefix tuning and P-tuning add virtual tokens (prepended embeddings or past keys)
+    that the trainers' scoring does not see: positions follow the attention mask, the lean decoder
+    and the KV-cache sampler run the base model's layers only. Refused up front."""
+    if getattr(config, "is_prompt_learning", False):
+        raise ValueError(
+            f"{name}: {type(config).__name__} is a prompt-learning method (prompt tuning, prefix tuning, "
+            "P-tuning), which the trainers do not support: its virtual tokens are not scored consistently. "
+            "Use an adapter method such as peft.LoraConfig")
 
 
 def is_peft_model(model: torch.nn.Module) -> bool:
