@@ -160,8 +160,6 @@ def _load_reward_func(spec: str):
 
 def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spec, dataset_spec,
          lora_flags: tuple = (None, None, None, None)) -> None:
-    import torch
-
     from alignlings.trainers import configs
     from alignlings.trainers.toy import accuracy, addition_rows
 
@@ -209,8 +207,12 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
         if toy_eval and kind != "reward":
             after = accuracy(trainer.unwrapped_model, tokenizer, heldout)
             typer.echo(f"held-out accuracy (greedy, {len(heldout)} prompts): {before:.1%} -> {after:.1%}")
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    # Under torchrun: free the trainer (it holds the DDP wrapper) before the process group goes,
+    # then a barrier and the teardown (distributed.shutdown says why the order matters).
+    from alignlings.trainers.distributed import shutdown
+
+    del trainer, model
+    shutdown()
 
 
 TRAINER_COMMANDS = {
