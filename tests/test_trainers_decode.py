@@ -407,3 +407,37 @@ def test_dpo_trainer_honours_a_hook_on_a_decoder_layer(tmp_path):
         handle.remove()
     assert (plain_sum - before).abs().max() > 1e-3  # the hook moves the log-probs
     torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [gpt2, qwen3, lora_llama], ids=["gpt2", "qwen3", "lora-llama"])
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "forward"])
+def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradients(make, lean):
+    """``completion_token_logprobs`` puts only the positions that predict a completion token through the
+    LM head; its per-token log-probs, sums and gradients equal ``completion_logprobs``' (every position
+    scored, then masked), and its logits are the full pass's at those positions."""
+    from alignlings.trainers.modeling import completion_logprobs, completion_token_logprobs, disable_dropout
+
+    model = make()
+    disable_dropout(model)
+    model.train()
+    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11, 12, PAD, PAD], [11, 12, 13, 14, 15, PAD]]
+    ids = torch.tensor(rows)
+    mask = (ids != PAD).long()
+    completion = mask.clone()
+    completion[:, :3] = 0  # a 3-token prompt in every row
+    params = [p for p in model.parameters() if p.requires_grad]
+    results = []
+    for fn in (completion_logprobs, completion_token_logprobs):
+        model.zero_grad()
+        logps, logits = fn(model, ids, mask, completion, temperature=0.7, lean=lean)
+        (logps.sum * torch.tensor([1.0, -2.0, 0.5])).sum().backward()
+        results.append((logps, logits, [p.grad.clone() for p in params]))
+    (full, full_logits, full_grads), (part, part_logits, part_grads) = results
+    torch.testing.assert_close(part.per_token, full.per_token, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(part.sum, full.sum, atol=1e-6, rtol=1e-6)
+    assert torch.equal(part.mask, full.mask)
+    scored = completion[:, 1:].bool()
+    assert part_logits.shape == (int(scored.sum()), full_logits.shape[-1])
+    torch.testing.assert_close(part_logits, full_logits[:, :-1][scored], atol=1e-5, rtol=1e-5)
+    for a, b in zip(part_grads, full_grads):
+        torch.testing.assert_close(a, b, atol=3e-6, rtol=1e-4)

@@ -170,12 +170,17 @@ class LeanDecoder:
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """input_ids, positions [B, T] -> logits of the last ``keep`` positions (0: all) [B, K, V]."""
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
+                select: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids, positions [B, T] -> logits of the last ``keep`` positions (0: all) [B, K, V], or
+        with ``select`` (boolean [B, T]) the logits of the selected positions only [N, V]: the final
+        norm and the LM head act per position, so the others are never computed."""
         raise NotImplementedError
 
     @staticmethod
-    def _kept(h: torch.Tensor, keep: int) -> torch.Tensor:
+    def _kept(h: torch.Tensor, keep: int, select: torch.Tensor | None = None) -> torch.Tensor:
+        if select is not None:
+            return h[select]  # [N, E]
         return h[:, -keep:] if keep else h
 
 
@@ -207,7 +212,8 @@ class GPT2Decoder(LeanDecoder):
                 "ln_2": self.call(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
                 "scaling": attn.scaling}
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
+                select: torch.Tensor | None = None) -> torch.Tensor:
         B, T = input_ids.shape
         mask = self.attention_mask(T)
         h = self.wte(input_ids) + self.wpe(positions)  # [B, T, E]
@@ -218,7 +224,7 @@ class GPT2Decoder(LeanDecoder):
             h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"]))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
-        logits = self.lm_head(self.ln_f(self._kept(h, keep)))  # [B, K, V]
+        logits = self.lm_head(self.ln_f(self._kept(h, keep, select)))  # [B, K, V] or [N, V]
         return logits
 
 
@@ -256,7 +262,8 @@ class LlamaDecoder(LeanDecoder):
             })
         self.windows = [_window(model, layer) for layer in inner.layers]
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
+                select: torch.Tensor | None = None) -> torch.Tensor:
         B, T = input_ids.shape
         masks = self.masks(T, self.windows)
         h = self.embed(input_ids)  # [B, T, E]
@@ -274,7 +281,7 @@ class LlamaDecoder(LeanDecoder):
             h = h + o_proj(self.attend(i, q, k, v, masks[i], layer["scaling"]))
             h = h + layer["mlp"](layer["post_attention_layernorm"](h))
         self.length += T
-        logits = self.lm_head(self.norm(self._kept(h, keep)))  # [B, K, V]
+        logits = self.lm_head(self.norm(self._kept(h, keep, select)))  # [B, K, V] or [N, V]
         return logits
 
 
@@ -360,10 +367,11 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True) -> Lean
 
 
 def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                logits_to_keep: int = 0) -> torch.Tensor | None:
-    """[B, T, V] logits (or the last ``logits_to_keep`` positions) of one full pass through a
-    ``LeanDecoder`` (no KV cache; autograd works through it as through ``forward``); None where
-    ``lean_decoder`` has no decoder for ``model``. Positions follow the attention mask.
+                logits_to_keep: int = 0, select: torch.Tensor | None = None) -> torch.Tensor | None:
+    """[B, T, V] logits (or the last ``logits_to_keep`` positions, or [N, V] at the positions where
+    the boolean ``select`` [B, T] is set) of one full pass through a ``LeanDecoder`` (no KV cache;
+    autograd works through it as through ``forward``); None where ``lean_decoder`` has no decoder
+    for ``model``. Positions follow the attention mask.
 
     ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
     own ``forward`` (``modeling.lm_logits`` takes care of that)."""
@@ -371,4 +379,4 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     if decoder is None:
         return None
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    return decoder.forward(input_ids, positions, keep=logits_to_keep)
+    return decoder.forward(input_ids, positions, keep=logits_to_keep, select=select)
