@@ -61,9 +61,9 @@ SIZES = {
     # GRPO completions per step (= G), GRPO prompt words, new tokens
     "tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab=None, steps=60, warmup=10, pairs=8, gens=8,
                  prompt=None, new=16),
-    "mid": dict(n_layer=6, n_embd=256, n_head=8, vocab=8192, steps=12, warmup=3, pairs=8, gens=8,
+    "mid": dict(n_layer=6, n_embd=256, n_head=8, vocab=8192, steps=10, warmup=2, pairs=8, gens=8,
                 prompt=64, new=64),
-    "gpt2": dict(n_layer=12, n_embd=768, n_head=12, vocab=50257, steps=5, warmup=2, pairs=2, gens=4,
+    "gpt2": dict(n_layer=12, n_embd=768, n_head=12, vocab=50257, steps=4, warmup=1, pairs=2, gens=4,
                  prompt=64, new=64),
 }
 DPO_PROMPT, DPO_COMPLETION = 96, 31  # words; the completion gets an EOS: 96 + 32 = 128 tokens
@@ -391,8 +391,8 @@ def tables(median: dict, rate: dict[str, float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated subset of {','.join(SIZES)}")
-    parser.add_argument("--steps", type=int, help="optimiser steps per run (default per size: tiny 60, mid 12, gpt2 5)")
-    parser.add_argument("--warmup", type=int, help="first steps left out of the rate (default per size: 10, 3, 2)")
+    parser.add_argument("--steps", type=int, help="optimiser steps per run (default per size: tiny 60, mid 10, gpt2 4)")
+    parser.add_argument("--warmup", type=int, help="first steps left out of the rate (default per size: 10, 2, 1)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per case; the median is reported (default 1)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
     parser.add_argument("--threads", type=int, default=1,
@@ -433,7 +433,11 @@ def main() -> None:
             _prepare(folder, size)
             for r in range(a.repeats):  # interleaved, so a slow spell of the machine hits every case
                 for case in cases:
-                    m = _measure(case, size, folder, steps, warmup, a.threads)
+                    try:
+                        m = _measure(case, size, folder, steps, warmup, a.threads)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:  # one failed case: report it, go on
+                        print(f"  {size:4s} run {r + 1} {case:16s} FAILED: {str(exc)[-1500:]}", flush=True)
+                        continue
                     runs.setdefault((size, case), []).append(m)
                     print(f"  {size:4s} run {r + 1} {case:16s} {m['steps_per_s']:7.2f} steps/s "
                           f"({m['cpu_steps_per_s']:6.2f} per CPU s)  peak {m['peak_rss_mb']:5.0f} MB, beyond imports "
