@@ -31,10 +31,10 @@ process's own CPU time (``time.process_time``: on a shared machine other jobs' t
 so its ratio is the steadier one). Where the time goes: each step's wall time split into sampling,
 rewards, scoring without gradient (DPO's reference; GRPO's old/reference log-probs), backward and the
 optimiser step; the rest is the forward with gradient, the loss, metrics and the libraries' own
-per-step machinery. Achieved FLOP/s: the model FLOPs of a step (``2 N`` per token forward, ``4 N``
-backward, ``N`` the weights a token passes through including the LM head, plus attention's
-``4 L T d`` per token forward) times steps/s, as a fraction of this machine's float32 matmul rate
-measured in the same run with the same threads (a 1024^3 ``torch.mm``).
+per-step machinery. Achieved FLOP/s: the model FLOPs of a step (2 per weight per token forward, 4
+backward, plus attention's ``4 L T d`` per token forward; the LM head only at positions whose logits
+are used, see ``_flops_per_step``) times steps per CPU second, as a fraction of this machine's
+float32 matmul rate measured in the same run with the same threads (a 1024^3 ``torch.mm``).
 
 Results: median over ``--repeats``, printed as tables and, for a full run (all sizes and cases),
 written to ``benchmarks/results/bench_trainers.{json,md}``. Timing goals live here, not in the tests.
@@ -161,27 +161,34 @@ class PhaseClock:
         return dict(self.total)
 
 
-def _model_flops(n_layer: int, d: int, vocab: int, tokens: float, seq: float, passes: float) -> float:
-    """FLOPs of ``passes`` forward-equivalents over ``tokens`` tokens (sequences of ``seq``): weights
-    12 L d^2 + d V (LM head) at 2 FLOPs per weight per token, attention 4 L seq d per token."""
-    weights = 12 * n_layer * d * d + d * vocab
-    return passes * tokens * (2 * weights + 4 * n_layer * seq * d)
+def _model_flops(n_layer: int, d: int, vocab: int, tokens: float, head_tokens: float, seq: float,
+                 passes: float) -> float:
+    """FLOPs of ``passes`` forward-equivalents: the layers (12 L d^2 weights, at 2 FLOPs per weight per
+    token, plus attention's 4 L seq d per token) over ``tokens`` tokens, the LM head (d V weights)
+    over ``head_tokens`` of them."""
+    layers = tokens * (2 * 12 * n_layer * d * d + 4 * n_layer * seq * d)
+    return passes * (layers + head_tokens * 2 * d * vocab)
 
 
 def _flops_per_step(size: str, kind: str, data: list[dict], tok, completion_len: float) -> float:
-    """Model FLOPs of one step (same for both libraries): DPO: policy forward + backward (3 passes)
-    and the reference forward (1) over 2b sequences; GRPO: generation (the prompt once, then one
-    token per row per step: 1 pass over P + C tokens) and the loss pass forward + backward (3) over
-    P + C tokens per completion. Lengths: the data's mean, and the completions' logged mean."""
+    """Model FLOPs of one step (the same for both libraries). The LM head counts only at positions
+    whose logits are used, where both libraries stop (TRL 1.16's fused head and ``logits_to_keep``,
+    our completion-only scoring): DPO, the positions that predict a completion token; GRPO, one per
+    generated token. DPO: policy forward + backward (3 passes) and the reference forward (1) over 2b
+    sequences. GRPO: generation (1 pass over P + C tokens: the prompt once, then one token per row
+    per step) and the loss pass forward + backward (3). Lengths: the data's means, and the
+    completions' logged mean."""
     s = SIZES[size]
     vocab = s["vocab"] or len(tok)
     if kind == "dpo":
-        lengths = [len(tok(r["prompt"] + r["chosen"])["input_ids"]) + 1 for r in data]  # + EOS
-        T = statistics.mean(lengths)
-        return _model_flops(s["n_layer"], s["n_embd"], vocab, 2 * s["pairs"] * T, T, 4)
+        total = [len(tok(r["prompt"] + r["chosen"])["input_ids"]) + 1 for r in data]  # + EOS
+        completion = [len(tok(r["chosen"])["input_ids"]) + 1 for r in data]
+        T, C = statistics.mean(total), statistics.mean(completion)
+        rows = 2 * s["pairs"]
+        return _model_flops(s["n_layer"], s["n_embd"], vocab, rows * T, rows * C, T, 4)
     P = statistics.mean(len(tok(r["prompt"])["input_ids"]) for r in data)
     T = P + completion_len
-    return _model_flops(s["n_layer"], s["n_embd"], vocab, s["gens"] * T, T, 1 + 3)
+    return _model_flops(s["n_layer"], s["n_embd"], vocab, s["gens"] * T, s["gens"] * completion_len, T, 1 + 3)
 
 
 def _run_case(case: str, size: str, folder: Path, steps: int, warmup: int, threads: int, profile: bool = False) -> dict:
@@ -399,6 +406,8 @@ def main() -> None:
                         help="torch threads for both libraries (default 1; 0 = torch's default)")
     parser.add_argument("--profile", metavar="CASE", help="run one case (of the first size) in this process under "
                         "cProfile (where the time goes; the rate it prints is slowed by the profiler)")
+    parser.add_argument("--tables-only", action="store_true", help="rebuild the tables of the recorded "
+                        "results (benchmarks/results/bench_trainers.json), recomputing each case's model FLOPs")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     a = parser.parse_args()
@@ -410,6 +419,9 @@ def main() -> None:
     def steps_of(size):
         return a.steps or SIZES[size]["steps"], a.warmup if a.warmup is not None else SIZES[size]["warmup"]
 
+    if a.tables_only:
+        _rebuild_tables()
+        return
     if a.one:
         steps, warmup = steps_of(sizes[0])
         print(json.dumps(_run_case(a.one, sizes[0], Path(a.folder), steps, warmup, a.threads)))
@@ -475,6 +487,32 @@ def main() -> None:
     (RESULTS / "bench_trainers.json").write_text(json.dumps(
         {"meta": meta, "median": serial, "runs": {f"{s}/{c}": v for (s, c), v in runs.items()}}, indent=2))
     (RESULTS / "bench_trainers.md").write_text(table + "\n\n" + notes + f"\n\n{json.dumps(meta)}\n")
+
+
+def _rebuild_tables() -> None:
+    """Rewrite bench_trainers.md from bench_trainers.json with the current FLOP accounting."""
+    recorded = json.loads((RESULTS / "bench_trainers.json").read_text())
+    median = {tuple(k.split("/")): v for k, v in recorded["median"].items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in SIZES:
+            folder = Path(tmp) / size
+            _prepare(folder, size)
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(folder / "model")
+            for kind in ("grpo", "dpo"):
+                data = json.loads((folder / ("prompts.json" if kind == "grpo" else "pairs.json")).read_text())
+                for lib in ("ours", "trl", "trl_default"):
+                    m = median.get((size, f"{lib}-{kind}"))
+                    if m is not None:
+                        m["flops_per_step"] = _flops_per_step(size, kind, data, tok, m["completion_len"])
+    rate = recorded["meta"]["matmul_flops"][0]
+    table = tables(median, rate)
+    md = (RESULTS / "bench_trainers.md").read_text()
+    (RESULTS / "bench_trainers.md").write_text(table + md[md.index("\n\nfloat32 matmul rate"):])
+    recorded["median"] = {f"{s}/{c}": v for (s, c), v in median.items()}
+    (RESULTS / "bench_trainers.json").write_text(json.dumps(recorded, indent=2))
+    print(table)
 
 
 if __name__ == "__main__":
