@@ -441,3 +441,9 @@ def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradient
     torch.testing.assert_close(part_logits, full_logits[:, :-1][scored], atol=1e-5, rtol=1e-5)
     for a, b in zip(part_grads, full_grads):
         torch.testing.assert_close(a, b, atol=3e-6, rtol=1e-4)
+
+
+def test_a_listed_class_with_soft_capping_falls_back_to_forward():
+    model = gemma()
+    model.config.final_logit_softcapping = 30.0  # set on a listed class: the decoder would not apply it
+    assert lean_decoder(model, torch.ones(2, 4, dtype=torch.long)) is None

@@ -341,6 +341,8 @@ def _supported(base: Any, cfg: Any) -> bool:
         return False
     if getattr(cfg, "use_bidirectional_attention", False):
         return False
+    if getattr(cfg, "attn_logit_softcapping", None) or getattr(cfg, "final_logit_softcapping", None):
+        return False  # soft-capped scores or logits (Gemma 2's habit): not reproduced here
     return True
 
 
