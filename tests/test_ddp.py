@@ -134,3 +134,67 @@ def test_grpo_processes_stay_in_sync(ddp_run):
     assert any(not torch.equal(start[k], rank0[k]) for k in rank0)
     lines = (ddp_run / "grpo" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == STEPS  # only process 0 writes the log
+
+
+# -- exit: the process group ends after the trainer and its DDP wrapper -------------------------------
+# The CLI under torchrun, with destroy_process_group (and the collectives) watched: at the moment the
+# group is destroyed no DistributedDataParallel may be alive, and the last collective must be a
+# barrier. Repeated launches (GRPO with activation checkpointing and bf16, the run that once hung
+# at exit) must each finish within the timeout.
+
+LAUNCHER = textwrap.dedent('''
+    import gc, json, os, runpy, sys
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    out = sys.argv[1]
+    calls = []
+    def watch(name):
+        original = getattr(dist, name)
+        def wrapper(*a, **k):
+            if name == "destroy_process_group":
+                alive = sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects())
+                record = {"ddp_alive": alive, "before": calls[-1] if calls else None}
+                with open(os.path.join(out, f"exit_rank{os.environ['RANK']}.json"), "w") as f:
+                    json.dump(record, f)
+            calls.append(name)
+            return original(*a, **k)
+        setattr(dist, name, wrapper)
+    for name in ("barrier", "all_reduce", "all_gather", "broadcast", "destroy_process_group"):
+        watch(name)
+    sys.argv = ["alignlings", *sys.argv[2:]]
+    runpy.run_module("alignlings", run_name="__main__")
+''')
+
+EXIT_LAUNCHES = 4
+
+
+@pytest.mark.slow
+def test_repeated_launches_end_the_group_after_the_trainer(tmp_path):
+    import json
+
+    prompts = [{"prompt": p["prompt"], "answer": p["chosen"]} for p in PAIRS]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
+    tok = toy.make_tokenizer()
+    toy.make_model(tok, n_layer=1, n_embd=32, n_head=2, seed=0).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    (tmp_path / "launcher.py").write_text(LAUNCHER)
+    config = tmp_path / "grpo.toml"
+    config.write_text(f'model = "{tmp_path / "model"}"\ndataset = "{tmp_path / "prompts.jsonl"}"\n'
+                      'reward_funcs = ["alignlings.trainers.toy:exact_match_reward"]\n[grpo]\n'
+                      'per_device_train_batch_size = 4\nnum_generations = 4\nmax_completion_length = 3\n'
+                      'gradient_checkpointing = true\nbf16 = true\nuse_cpu = true\nlogging_steps = 1\n'
+                      'save_steps = 0\ndisable_tqdm = true\nsave_final_model = false\n')
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    for launch in range(EXIT_LAUNCHES):
+        out = tmp_path / f"launch{launch}"
+        out.mkdir()
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(tmp_path / "launcher.py"), str(out), "train", "grpo", "--config", str(config),
+               "--max-steps", "2", "--output-dir", str(out / "run")]
+        # a hang at exit is what this guards against: the timeout is a "does not hang" bound
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        for rank in (0, 1):
+            record = json.loads((out / f"exit_rank{rank}.json").read_text())
+            assert record == {"ddp_alive": 0, "before": "barrier"}, (launch, rank, record)
+        assert len((out / "run" / "metrics.jsonl").read_text().splitlines()) == 2

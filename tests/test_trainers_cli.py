@@ -107,6 +107,42 @@ def test_model_path_errors_name_the_option(files, tmp_path):
     assert bare.exit_code == 2 and "config.json" in bare.output
 
 
+def test_an_encoder_or_a_folder_without_tokenizer_is_refused(files, tmp_path):
+    """``AutoModelForCausalLM`` loads a BERT folder (as ``BertLMHeadModel``, attending both ways) and
+    ``AutoTokenizer`` builds a 5-token tokenizer from nothing: both must be refused, naming --model."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = _config(files, "dpo", "pairs.jsonl", {"max_steps": 1})
+    tok = toy.make_tokenizer()
+    bert = tmp_path / "bert"
+    BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64)).save_pretrained(bert)
+    tok.save_pretrained(bert)
+    out = tmp_path / "out"
+    encoder = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--model", str(bert),
+                                       "--output-dir", str(out)])
+    assert encoder.exit_code == 2 and "--model" in encoder.output and "not causal" in encoder.output, encoder.output
+    assert not (out / "metrics.jsonl").exists()
+    no_tok = tmp_path / "no_tokenizer"
+    toy.make_model(tok, n_layer=1, n_embd=32, n_head=2).save_pretrained(no_tok)  # weights, no tokenizer
+    bare = CliRunner().invoke(app, ["train", "dpo", "--config", str(config), "--model", str(no_tok),
+                                    "--output-dir", str(out)])
+    assert bare.exit_code == 2 and "--model" in bare.output and "no tokenizer files" in bare.output, bare.output
+    assert not (out / "metrics.jsonl").exists()
+
+
+def test_is_causal_tells_decoders_from_encoders():
+    from transformers import BertConfig, BertLMHeadModel
+
+    from alignlings.trainers.modeling import is_causal
+
+    tok = toy.make_tokenizer()
+    assert is_causal(toy.make_model(tok, n_layer=1, n_embd=32, n_head=2))
+    cfg = dict(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    assert not is_causal(BertLMHeadModel(BertConfig(**cfg)))
+    assert is_causal(BertLMHeadModel(BertConfig(is_decoder=True, **cfg)))  # BERT run as a decoder is causal
+
+
 def test_lora_from_the_config_file_and_flags(files, tmp_path):
     """TRL's ModelConfig names: lora_* keys at the file's top level, --use-peft and --lora-* flags on
     top; only the adapters train, and the final folder holds peft's adapter (not a full model)."""

@@ -58,6 +58,57 @@ def qwen2(**kw):
     return model
 
 
+def qwen2_sliding():
+    """Qwen2 with sliding-window layers (window 3, shorter than the test sequences) after the first."""
+    return qwen2(use_sliding_window=True, sliding_window=3, max_window_layers=1)
+
+
+def qwen3():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                         max_position_embeddings=64, pad_token_id=PAD, eos_token_id=EOS,
+                                         bos_token_id=EOS)).eval()
+    with torch.no_grad():  # the q/k norms' weights start at one: make them matter
+        for layer in model.model.layers:
+            layer.self_attn.q_norm.weight.normal_(1, 0.5)
+            layer.self_attn.k_norm.weight.normal_(1, 0.5)
+    return model
+
+
+def mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    return MistralForCausalLM(MistralConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, sliding_window=3,
+                                            max_position_embeddings=64, pad_token_id=PAD, eos_token_id=EOS,
+                                            bos_token_id=EOS)).eval()
+
+
+def gemma():
+    from transformers import GemmaConfig, GemmaForCausalLM
+
+    torch.manual_seed(0)
+    model = GemmaForCausalLM(GemmaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=1, head_dim=8,
+                                         max_position_embeddings=64, pad_token_id=PAD, eos_token_id=EOS,
+                                         bos_token_id=EOS)).eval()
+    with torch.no_grad():  # Gemma's RMSNorm weights start at zero (it scales by 1 + w)
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_(0, 0.5)
+    return model
+
+
+FAMILIES = [(gpt2, GPT2Decoder), (llama, LlamaDecoder), (qwen2, LlamaDecoder), (qwen2_sliding, LlamaDecoder),
+            (qwen3, LlamaDecoder), (mistral, LlamaDecoder), (gemma, LlamaDecoder)]
+FAMILY_IDS = ["gpt2", "llama", "qwen2", "qwen2-sliding", "qwen3", "mistral-sliding", "gemma"]
+MAKERS = [make for make, _ in FAMILIES]
+
+
 def lora_llama():
     peft = pytest.importorskip("peft")
     model = peft.get_peft_model(llama(), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
@@ -74,8 +125,7 @@ def _forward_logits(model, ids, mask):
         return model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits.float()
 
 
-@pytest.mark.parametrize("make, kind", [(gpt2, GPT2Decoder), (llama, LlamaDecoder), (qwen2, LlamaDecoder),
-                                        (lora_llama, LlamaDecoder)], ids=["gpt2", "llama", "qwen2", "lora-llama"])
+@pytest.mark.parametrize("make, kind", FAMILIES + [(lora_llama, LlamaDecoder)], ids=FAMILY_IDS + ["lora-llama"])
 def test_prefill_and_steps_give_forwards_logits(make, kind):
     model = make()
     ids, mask = left_pad_prompts(PROMPTS, PAD)
@@ -97,15 +147,18 @@ def test_prefill_and_steps_give_forwards_logits(make, kind):
 
 
 def test_unsupported_models_and_settings_get_no_decoder_and_still_sample():
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import Gemma2Config, Gemma2ForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM
 
     torch.manual_seed(0)
     neox = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                             num_attention_heads=4, max_position_embeddings=64)).eval()
+    gemma2 = Gemma2ForCausalLM(Gemma2Config(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                            max_position_embeddings=64, pad_token_id=PAD, eos_token_id=EOS,
+                                            bos_token_id=EOS)).eval()
     ids, mask = left_pad_prompts(PROMPTS, PAD)
     key_mask = torch.ones(ids.shape[0], ids.shape[1] + 3, dtype=torch.long)
-    unsupported = [neox, gpt2(reorder_and_upcast_attn=True),
-                   qwen2(use_sliding_window=True, sliding_window=4, max_window_layers=0)]
+    unsupported = [neox, gpt2(reorder_and_upcast_attn=True), gemma2]
     for model in unsupported:
         assert lean_decoder(model, key_mask) is None, type(model).__name__
         out = sample_with_cache(model, ids, mask, max_new_tokens=3, eos_ids=[EOS], pad_id=PAD)
@@ -114,7 +167,7 @@ def test_unsupported_models_and_settings_get_no_decoder_and_still_sample():
 
 
 def test_lean_and_forward_paths_draw_the_same_tokens():
-    for make in (gpt2, llama, qwen2):
+    for make in MAKERS:
         model = make()
         ids, mask = left_pad_prompts(PROMPTS * 2, PAD)
         draws = []
@@ -135,7 +188,7 @@ def test_forward_hooks_still_run():
     assert len(calls) == 3  # the prefill and two token steps
 
 
-@pytest.mark.parametrize("make", [gpt2, llama, qwen2], ids=["gpt2", "llama", "qwen2"])
+@pytest.mark.parametrize("make", MAKERS, ids=FAMILY_IDS)
 @pytest.mark.parametrize("keep", [0, 3])
 def test_one_pass_scoring_gives_forwards_logits_on_right_padded_rows(make, keep):
     from alignlings.trainers.decode import lean_logits
@@ -172,7 +225,7 @@ def test_dpo_reference_scores_the_same_through_either_path(tmp_path):
     torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
 
 
-@pytest.mark.parametrize("make", [gpt2, llama, lora_llama], ids=["gpt2", "llama", "lora-llama"])
+@pytest.mark.parametrize("make", MAKERS + [lora_llama], ids=FAMILY_IDS + ["lora-llama"])
 def test_a_training_pass_gives_forwards_gradients(make):
     """With dropout off (the trainers' ``disable_dropout``) and in training mode, one lean pass gives
     the loss and the gradients of every trainable parameter that ``forward`` gives (Llama's padding
@@ -213,3 +266,184 @@ def test_active_dropout_or_checkpointing_uses_forward():
     assert lean_decoder(model, mask) is not None
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     assert lean_decoder(model, mask) is None
+
+
+# -- hooks -------------------------------------------------------------------------------------------
+# The lean decoder replaces some modules' forward with its own arithmetic (a decoder layer, the
+# attention, the model itself). A hook on any of those, or a global module hook, must still act:
+# the pass then goes through ``forward``. Each hook below changes the logits, so a lean pass that
+# skipped it would differ.
+
+
+def _shift(output, by=0.5):
+    """``output`` (or its first element) plus a ramp over the features (a uniform shift would vanish
+    in the next LayerNorm)."""
+    first = output[0] if isinstance(output, tuple) else output
+    moved = first + by * torch.linspace(-1, 1, first.shape[-1])
+    return (moved,) + tuple(output[1:]) if isinstance(output, tuple) else moved
+
+
+def _layer(model):
+    return model.transformer.h[0] if hasattr(model, "transformer") else model.model.layers[0]
+
+
+def _attention(model):
+    return model.transformer.h[0].attn if hasattr(model, "transformer") else model.model.layers[0].self_attn
+
+
+def _register(model, where):
+    from torch.nn.modules import module as module_mod
+
+    layer_cls = type(_layer(model))
+    if where == "layer":
+        return [_layer(model).register_forward_hook(lambda m, i, o: _shift(o))]
+    if where == "layer-pre":
+        return [_layer(model).register_forward_pre_hook(lambda m, args: (_shift(args[0]),) + tuple(args[1:]))]
+    if where == "attention":
+        return [_attention(model).register_forward_hook(lambda m, i, o: _shift(o))]
+    if where == "model":
+        def double(module, inputs, output):
+            output.logits = output.logits * 2
+        return [model.register_forward_hook(double)]
+    if where == "global":
+        return [module_mod.register_module_forward_hook(
+            lambda m, i, o: _shift(o) if isinstance(m, layer_cls) else None)]
+    if where == "global-pre":
+        return [module_mod.register_module_forward_pre_hook(
+            lambda m, args: ((_shift(args[0]),) + tuple(args[1:])) if isinstance(m, layer_cls) else None)]
+    raise AssertionError(where)
+
+
+HOOK_PLACES = ["layer", "layer-pre", "attention", "model", "global", "global-pre"]
+
+
+@pytest.mark.parametrize("make", [gpt2, llama, qwen3], ids=["gpt2", "llama", "qwen3"])
+@pytest.mark.parametrize("where", HOOK_PLACES)
+def test_hooks_on_modules_the_decoder_replaces_still_act(make, where):
+    from alignlings.trainers.modeling import lm_logits
+
+    model = make()
+    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11, PAD, PAD, PAD], [11, 12, 13, 14, PAD, PAD]]
+    ids = torch.tensor(rows)
+    mask = (ids != PAD).long()
+    real = mask.bool()
+    plain = _forward_logits(model, ids, mask)
+    handles = _register(model, where)
+    try:
+        hooked = _forward_logits(model, ids, mask)
+        assert (hooked[real] - plain[real]).abs().max() > 1e-2  # the hook does change the model
+        with torch.inference_mode():
+            lean = lm_logits(model, ids, mask, lean=True).float()
+        torch.testing.assert_close(lean[real], hooked[real], atol=2e-5, rtol=1e-5)
+        # the sampler's decoder honours the same hooks: its draws equal the forward-path sampler's
+        prompts, prompt_mask = left_pad_prompts(PROMPTS, PAD)
+        draws = []
+        for use_lean in (True, False):
+            torch.manual_seed(3)
+            draws.append(sample_with_cache(model, prompts, prompt_mask, max_new_tokens=4, pad_id=PAD, lean=use_lean))
+        assert torch.equal(draws[0], draws[1])
+    finally:
+        for h in handles:
+            h.remove()
+    assert lean_decoder(model, mask) is not None  # with the hooks gone, the lean path is back
+
+
+def test_hooks_the_decoder_calls_keep_the_lean_path():
+    """A hook on a module the decoder calls as a module (a projection, a norm, the MLP, the LM head)
+    runs on the lean path, which is kept."""
+    model = llama()
+    calls = []
+    handle = model.model.layers[1].mlp.register_forward_hook(lambda m, i, o: calls.append(1))
+    mask = torch.ones(2, 4, dtype=torch.long)
+    try:
+        assert lean_decoder(model, mask) is not None
+        with torch.inference_mode():
+            from alignlings.trainers.decode import lean_logits
+
+            lean_logits(model, torch.tensor([[5, 6, 7, 8]] * 2), mask)
+    finally:
+        handle.remove()
+    assert calls == [1]
+
+
+def test_a_backward_hook_on_a_decoder_layer_runs():
+    from alignlings.trainers.modeling import lm_logits
+
+    model = gpt2()
+    from alignlings.trainers.modeling import disable_dropout
+
+    disable_dropout(model)
+    model.train()
+    seen = []
+    handle = _layer(model).register_full_backward_hook(lambda m, gi, go: seen.append(go[0].shape))
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    mask = torch.ones_like(ids)
+    try:
+        lm_logits(model, ids, mask, lean=True).sum().backward()
+    finally:
+        handle.remove()
+    assert seen == [torch.Size([2, 4, 32])]
+
+
+def test_dpo_trainer_honours_a_hook_on_a_decoder_layer(tmp_path):
+    from alignlings.trainers import DPOConfig, DPOTrainer, toy
+
+    tok = toy.make_tokenizer()
+    pairs = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 1)} for a, b in
+             [(1, 2), (10, 5), (7, 7), (99, 1)]]
+    args = DPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1, disable_tqdm=True,
+                     save_steps=0, save_final_model=False)
+    trainer = DPOTrainer(toy.make_model(tok, n_layer=2, n_embd=32, n_head=2), args=args, train_dataset=pairs,
+                         processing_class=tok)
+    batch = trainer.collate([0, 1, 2, 3])
+    with torch.no_grad():
+        before, _, _ = trainer.sequence_logps(trainer.model, batch, lean=True)
+    handle = trainer.unwrapped_model.transformer.h[0].register_forward_hook(lambda m, i, o: _shift(o, 0.3))
+    try:
+        with torch.no_grad():
+            lean_sum, _, _ = trainer.sequence_logps(trainer.model, batch, lean=True)  # what training_step calls
+            plain_sum, _, _ = trainer.sequence_logps(trainer.model, batch, lean=False)
+    finally:
+        handle.remove()
+    assert (plain_sum - before).abs().max() > 1e-3  # the hook moves the log-probs
+    torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [gpt2, qwen3, lora_llama], ids=["gpt2", "qwen3", "lora-llama"])
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "forward"])
+def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradients(make, lean):
+    """``completion_token_logprobs`` puts only the positions that predict a completion token through the
+    LM head; its per-token log-probs, sums and gradients equal ``completion_logprobs``' (every position
+    scored, then masked), and its logits are the full pass's at those positions."""
+    from alignlings.trainers.modeling import completion_logprobs, completion_token_logprobs, disable_dropout
+
+    model = make()
+    disable_dropout(model)
+    model.train()
+    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11, 12, PAD, PAD], [11, 12, 13, 14, 15, PAD]]
+    ids = torch.tensor(rows)
+    mask = (ids != PAD).long()
+    completion = mask.clone()
+    completion[:, :3] = 0  # a 3-token prompt in every row
+    params = [p for p in model.parameters() if p.requires_grad]
+    results = []
+    for fn in (completion_logprobs, completion_token_logprobs):
+        model.zero_grad()
+        logps, logits = fn(model, ids, mask, completion, temperature=0.7, lean=lean)
+        (logps.sum * torch.tensor([1.0, -2.0, 0.5])).sum().backward()
+        results.append((logps, logits, [p.grad.clone() for p in params]))
+    (full, full_logits, full_grads), (part, part_logits, part_grads) = results
+    torch.testing.assert_close(part.per_token, full.per_token, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(part.sum, full.sum, atol=1e-6, rtol=1e-6)
+    assert torch.equal(part.mask, full.mask)
+    scored = completion[:, 1:].bool()
+    assert part_logits.shape == (int(scored.sum()), full_logits.shape[-1])
+    torch.testing.assert_close(part_logits, full_logits[:, :-1][scored], atol=1e-5, rtol=1e-5)
+    for a, b in zip(part_grads, full_grads):
+        torch.testing.assert_close(a, b, atol=3e-6, rtol=1e-4)
+
+
+def test_a_listed_class_with_soft_capping_falls_back_to_forward():
+    model = gemma()
+    model.config.final_logit_softcapping = 30.0  # set on a listed class: the decoder would not apply it
+    assert lean_decoder(model, torch.ones(2, 4, dtype=torch.long)) is None

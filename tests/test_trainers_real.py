@@ -106,6 +106,45 @@ def test_peft_config_must_be_a_peft_config(tok, tmp_path):
                    processing_class=tok, peft_config={"r": 4})
 
 
+@pytest.mark.parametrize("trainer_cls", ["dpo", "grpo"])
+def test_lora_runs_are_reproducible_with_the_seed(tok, tmp_path, trainer_cls):
+    """The adapters' initial weights come from the seed (set before ``get_peft_model``, as TRL does),
+    not from whatever the global RNG held before the trainer was made."""
+    adapters = []
+    for i, disturb in enumerate((1, 2)):
+        model = llama(tok)
+        torch.manual_seed(disturb)  # a different global RNG state before each trainer
+        if trainer_cls == "dpo":
+            trainer = DPOTrainer(model, args=DPOConfig(**common(tmp_path / str(i), max_steps=1, seed=7)),
+                                 train_dataset=PAIRS, processing_class=tok, peft_config=lora())
+        else:
+            args = GRPOConfig(**common(tmp_path / str(i), max_steps=1, seed=7, per_device_train_batch_size=8,
+                                       num_generations=4, max_completion_length=3))
+            trainer = GRPOTrainer(model, ones, args=args, train_dataset=PROMPTS, processing_class=tok,
+                                  peft_config=lora())
+        adapters.append({n: p.detach().clone() for n, p in trainer.unwrapped_model.named_parameters() if "lora_" in n})
+    assert adapters[0] and adapters[0].keys() == adapters[1].keys()
+    for name in adapters[0]:
+        assert torch.equal(adapters[0][name], adapters[1][name]), name
+
+
+@pytest.mark.parametrize("make_config", ["PromptTuningConfig", "PrefixTuningConfig", "PromptEncoderConfig"])
+def test_prompt_learning_configs_are_refused_up_front(tok, tmp_path, make_config):
+    peft = pytest.importorskip("peft")
+    config = getattr(peft, make_config)(task_type="CAUSAL_LM", num_virtual_tokens=4)
+    with pytest.raises(ValueError, match="peft_config: .*prompt-learning"):
+        DPOTrainer(llama(tok), args=DPOConfig(**common(tmp_path, max_steps=1)), train_dataset=PAIRS,
+                   processing_class=tok, peft_config=config)
+    with pytest.raises(ValueError, match="peft_config: .*prompt-learning"):
+        GRPOTrainer(llama(tok), ones, args=GRPOConfig(**common(tmp_path, max_steps=1, per_device_train_batch_size=8,
+                                                               num_generations=4)),
+                    train_dataset=PROMPTS, processing_class=tok, peft_config=config)
+    wrapped = peft.get_peft_model(llama(tok), config)  # a prompt-learning PeftModel passed as the model
+    with pytest.raises(ValueError, match="model: .*prompt-learning"):
+        DPOTrainer(wrapped, args=DPOConfig(**common(tmp_path, max_steps=1)), train_dataset=PAIRS,
+                   processing_class=tok)
+
+
 # -- bf16 and gradient checkpointing -----------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from alignlings.trainers.modeling import eos_token_ids, sample_with_cache  # noq
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-V, PAD, EOS, EXTRA_EOS = 40, 0, 1, 2
+V, PAD, EOS, EXTRA_EOS = 96, 0, 1, 2  # more than transformers' default top-k of 50, so an unwanted top-k shows
 
 
 def gpt2():
@@ -48,7 +48,7 @@ def test_same_tokens_as_generate(make, temperature, top_k, top_p):
 
     model = make()
     ids, mask = left_pad_prompts(PROMPTS, PAD)
-    config = GenerationConfig(do_sample=True, max_new_tokens=12, temperature=temperature, top_k=top_k or None,
+    config = GenerationConfig(do_sample=True, max_new_tokens=12, temperature=temperature, top_k=top_k,  # 0 as TRL
                               top_p=top_p, pad_token_id=PAD, eos_token_id=[EOS, EXTRA_EOS], bos_token_id=EOS)
     for seed in (3, 4):
         torch.manual_seed(seed)
@@ -105,17 +105,26 @@ def test_grpo_stops_at_the_generation_configs_extra_eos_ids(tmp_path):
     assert any(extra in row[:n] for row, n in zip(ids.tolist(), lengths.tolist()))  # some row ended on "="
 
 
-def test_grpo_cache_and_generate_backends_draw_the_same_batch(tmp_path):
+@pytest.mark.parametrize("top_k", [0, 7])
+def test_grpo_cache_and_generate_backends_draw_the_same_batch(tmp_path, top_k):
+    """Both backends draw the same completions. The model's vocabulary (128) is larger than
+    transformers' default top-k of 50, and its logits are spread (temperature 3) so that tokens past
+    the 50 likeliest get drawn: a ``generate`` that filled in top-k 50 for TRL's ``top_k=0`` differs."""
     tok = toy.make_tokenizer()
     rows = [{"prompt": p} for p in ("1+2=", "10+5=", "7+7=", "99+1=")]
     batches = []
     for backend in ("cache", "generate"):
-        args = GRPOConfig(output_dir=str(tmp_path / backend), per_device_train_batch_size=8, num_generations=4,
-                          max_completion_length=5, max_steps=1, disable_tqdm=True, save_steps=0,
-                          save_final_model=False, temperature=0.9, top_p=0.95, generation_backend=backend)
-        trainer = GRPOTrainer(toy.make_model(tok, n_layer=1, n_embd=16, n_head=2), lambda prompts, **kw: [0.0] * len(prompts),
+        args = GRPOConfig(output_dir=str(tmp_path / backend), per_device_train_batch_size=16, num_generations=8,
+                          max_completion_length=8, max_steps=1, disable_tqdm=True, save_steps=0,
+                          save_final_model=False, temperature=3.0, top_p=1.0, top_k=top_k, generation_backend=backend)
+        model = toy.make_model(tok, n_layer=1, n_embd=16, n_head=2)
+        model.resize_token_embeddings(128)
+        model.generation_config.eos_token_id = tok.eos_token_id
+        trainer = GRPOTrainer(model, lambda prompts, **kw: [0.0] * len(prompts),
                               args=args, train_dataset=rows, processing_class=tok)
         torch.manual_seed(5)
         batches.append(trainer.generate([0, 2]))
     for key in ("input_ids", "attention_mask", "completion_mask", "completion_ids"):
         assert torch.equal(batches[0][key], batches[1][key]), key
+    if top_k == 0:  # the draws reach the added rows: spread enough that a hidden top-k of 50 would show
+        assert (batches[0]["completion_ids"] >= len(tok)).any()

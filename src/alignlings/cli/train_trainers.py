@@ -35,6 +35,9 @@ import typer
 
 
 TOY = "toy:addition"
+#: files that hold a tokenizer's vocabulary (fast tokenizers, BPE, WordPiece, SentencePiece)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model")
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML file: model, dataset, reward_funcs and a table named after the command (dpo, reward or grpo).")
 SetOpt = typer.Option(None, "--set", "-s", help="Override a config field: --set beta=0.2 (repeatable).")
@@ -88,7 +91,8 @@ def _load_model(spec: str):
     same starting model, warmed with seed 0; ``--seed`` seeds the training run, not this model).
 
     Raises ``typer.BadParameter`` naming ``--model`` when the folder is missing, has no readable
-    ``config.json``, or holds a model that is not a causal LM (e.g. an encoder or a classifier)."""
+    ``config.json``, holds a model that is not a causal LM (a classifier, or an encoder such as BERT,
+    which ``AutoModelForCausalLM`` loads but which attends both ways), or has no tokenizer files."""
     if spec == TOY:
         from alignlings.trainers import toy
 
@@ -110,10 +114,23 @@ def _load_model(spec: str):
         kinds = ", ".join(getattr(config, "architectures", None) or [config.model_type])
         raise typer.BadParameter(
             f"--model: {spec} holds a {kinds} model, not a causal LM (AutoModelForCausalLM cannot load it)") from exc
+    from alignlings.trainers.modeling import is_causal
+
+    if getattr(config, "is_encoder_decoder", False) or not is_causal(model):
+        kind = type(model).__name__
+        raise typer.BadParameter(
+            f"--model: {spec} holds a {kind} that is not causal (its logits at a position change with later "
+            "tokens, as an encoder's do); expected a decoder-only causal LM such as GPT-2, Llama or Qwen")
+    # AutoTokenizer builds a nearly empty tokenizer for a folder without any of these, and training
+    # would then run on a handful of tokens: refuse instead
+    if not any((Path(spec) / name).is_file() for name in TOKENIZER_FILES):
+        raise typer.BadParameter(
+            f"--model: {spec} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}; "
+            "save the tokenizer next to the model with tokenizer.save_pretrained(folder))")
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec)
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"--model: {spec} has no tokenizer files ({exc})") from exc
+        raise typer.BadParameter(f"--model: {spec} has no readable tokenizer files ({exc})") from exc
     return tokenizer, model
 
 
@@ -143,8 +160,6 @@ def _load_reward_func(spec: str):
 
 def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spec, dataset_spec,
          lora_flags: tuple = (None, None, None, None)) -> None:
-    import torch
-
     from alignlings.trainers import configs
     from alignlings.trainers.toy import accuracy, addition_rows
 
@@ -192,8 +207,12 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
         if toy_eval and kind != "reward":
             after = accuracy(trainer.unwrapped_model, tokenizer, heldout)
             typer.echo(f"held-out accuracy (greedy, {len(heldout)} prompts): {before:.1%} -> {after:.1%}")
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    # Under torchrun: free the trainer (it holds the DDP wrapper) before the process group goes,
+    # then a barrier and the teardown (distributed.shutdown says why the order matters).
+    from alignlings.trainers.distributed import shutdown
+
+    del trainer, model
+    shutdown()
 
 
 TRAINER_COMMANDS = {

@@ -6,9 +6,11 @@ objects, fills output dataclasses, reads the config through layers of ``__getatt
 passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmetic and drops the rest:
 
 * it calls the model's own modules (embeddings, norms, projections, MLP, LM head), so weights,
-  activation functions, LoRA adapters injected by peft, and forward hooks are exactly the model's;
-  stock layers without hooks (``nn.Linear``, ``nn.LayerNorm``, ``nn.Embedding``, GPT-2's ``Conv1D``)
-  are called as the functions they wrap, which skips ``nn.Module``'s call overhead;
+  activation functions, LoRA adapters injected by peft, and those modules' hooks are exactly the
+  model's; stock layers without hooks (``nn.Linear``, ``nn.LayerNorm``, ``nn.Embedding``, GPT-2's
+  ``Conv1D``) are called as the functions they wrap, which skips ``nn.Module``'s call overhead;
+* the modules whose forward it replaces (the model, its decoder layers, their attention) cannot run
+  hooks, so a hook on one of them, or a global module hook, sends the pass through ``forward``;
 * it rewrites only attention: keys and values go into a cache preallocated for the whole sample
   ([B, H_kv, P + max_new_tokens, D] per layer), and ``scaled_dot_product_attention`` reads the
   filled prefix with a boolean mask built once (causal, and no padded key);
@@ -16,11 +18,13 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
 * in scoring passes GPT-2's ``gelu_new`` runs as torch's one-kernel tanh GELU (the same formula;
   transformers ships it as ``GELUTanh``); the sampler keeps the model's own activation module.
 
-Supported: GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout (``LlamaForCausalLM``,
-``Qwen2ForCausalLM`` without sliding-window layers: rotary positions from the model's own
-``rotary_emb``, grouped-query attention), in eval mode or in training mode with every dropout at 0
-and activation checkpointing off. ``lean_decoder`` returns None for any other model or setting,
-and callers then use the model's ``forward`` (the general path).
+Supported (``LEAN_MODELS``): GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout
+(rotary positions from the model's own ``rotary_emb``, grouped-query attention): ``LlamaForCausalLM``,
+``Qwen2ForCausalLM`` (with or without sliding-window layers), ``Qwen3ForCausalLM`` (q/k norms),
+``MistralForCausalLM`` (sliding window) and ``GemmaForCausalLM`` (scaled embedding, (1 + w) norms);
+in eval mode, or in training mode with every dropout at 0 and activation checkpointing off.
+``lean_decoder`` returns None for any other model (Gemma 2 and 3, with their soft-capping and extra
+norms, among them) or setting, and callers then use the model's ``forward`` (the general path).
 
 Two uses: the GRPO sampler (``modeling.sample_with_cache``: a prefill, then one token per row per
 step) and ``lean_logits``, one pass over whole sequences without a cache for scoring (DPO's policy
@@ -39,14 +43,26 @@ import torch.nn.functional as F
 from torch.nn.modules import module as module_mod
 
 
+def _hooked(module: torch.nn.Module) -> bool:
+    """True when ``module`` has a forward, forward-pre or backward hook of its own."""
+    state = module.__dict__  # plain reads: nn.Module.__getattr__ is slow
+    return bool(state["_forward_hooks"] or state["_forward_pre_hooks"] or state["_backward_hooks"]
+                or state.get("_backward_pre_hooks"))
+
+
+def _global_hooks() -> bool:
+    """True when a hook registered for every module (``register_module_forward_hook`` and kin) exists."""
+    return bool(module_mod._global_forward_hooks or module_mod._global_forward_pre_hooks
+                or module_mod._global_backward_hooks or module_mod._global_backward_pre_hooks)
+
+
 def _direct(module: Any) -> Any:
     """``module``'s forward as a plain function when it is a stock layer without hooks.
 
     Calling a module costs a few microseconds of dispatch (hooks, ``__call__``, ``forward``); a
     GPT-2 token step makes a dozen such calls per layer. A layer with hooks, or of any other class
     (a peft LoRA layer, a quantised linear), is called as the module, so what it adds still runs."""
-    if (module._forward_hooks or module._forward_pre_hooks or module_mod._global_forward_hooks
-            or module_mod._global_forward_pre_hooks):
+    if _hooked(module) or _global_hooks():
         return module
     kind = type(module)
     if kind is torch.nn.Linear:
@@ -80,6 +96,10 @@ class LeanDecoder:
     ``key_mask`` [B, P + max_new_tokens]: 1 where a key is a real token (the prompt's attention mask,
     then ones: a finished row keeps feeding pad tokens, as ``generate`` does, and nobody reads them);
     for a single pass, the sequences' attention mask.
+
+    ``called``: the modules this decoder calls as modules (their hooks and submodules run); every
+    other module of the model is replaced by the decoder's own arithmetic, so ``lean_decoder``
+    refuses a model where one of those carries a hook.
     """
 
     def __init__(self, model: Any, key_mask: torch.Tensor, n_kv_heads: int, head_dim: int,
@@ -89,6 +109,7 @@ class LeanDecoder:
         self.key_mask = key_mask.bool()
         self.length = 0  # keys written so far
         self.cache = cache  # False: one pass over whole sequences, keys and values used as computed
+        self.called: list[torch.nn.Module] = []
         # real tokens first, padding (if any) after them in every row, as in DPO's batches
         self.right_padded = bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
@@ -99,24 +120,38 @@ class LeanDecoder:
             self.keys = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
             self.values = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
 
-    def attention_mask(self, T: int) -> torch.Tensor | None:
-        """[B, 1, T, L] boolean: query t sees key s when s <= its own index and s is a real token.
+    def call(self, module: Any) -> Any:
+        """``_direct(module)``, remembered in ``called``."""
+        self.called.append(module)
+        return _direct(module)
+
+    def attention_mask(self, T: int, window: int | None = None) -> torch.Tensor | None:
+        """[B, 1, T, L] boolean: query t sees key s when s <= its own index and s is a real token
+        (and, with a sliding ``window``, s > t - window: transformers' ``sliding_window_overlay``,
+        counted in cache slots as there).
 
         Each query also sees itself, so a padded query (whose output nobody reads) never has an
         all-masked row, which would give NaN and spread through the padded keys' values. None: plain
         causal attention (``is_causal``), which is the same when every row is right-padded."""
         L = self.length + T
         keys = self.key_mask[:, None, None, :L]  # [B, 1, 1, L]
+        k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
         if T == 1:
-            return keys
-        if self.length == 0 and self.right_padded:
+            return keys if window is None else keys & (k_index > L - 1 - window)
+        if self.length == 0 and self.right_padded and window is None:
             # Every padded key comes after its row's real tokens, so causality alone hides it from
             # every real query: the kernel's own causal mode (None here) is the same and faster.
             return None
         q_index = torch.arange(self.length, L, device=keys.device)[:, None]  # [T, 1]
-        k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
         causal = k_index <= q_index  # [T, L]
+        if window is not None:
+            causal = causal & (k_index > q_index - window)
         return (causal & keys) | (k_index == q_index)
+
+    def masks(self, T: int, windows: list[int | None]) -> list[torch.Tensor | None]:
+        """One mask per layer, each distinct window's built once."""
+        built = {w: self.attention_mask(T, w) for w in set(windows)}
+        return [built[w] for w in windows]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                scale: float) -> torch.Tensor:
@@ -135,12 +170,17 @@ class LeanDecoder:
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """input_ids, positions [B, T] -> logits of the last ``keep`` positions (0: all) [B, K, V]."""
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
+                select: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids, positions [B, T] -> logits of the last ``keep`` positions (0: all) [B, K, V], or
+        with ``select`` (boolean [B, T]) the logits of the selected positions only [N, V]: the final
+        norm and the LM head act per position, so the others are never computed."""
         raise NotImplementedError
 
     @staticmethod
-    def _kept(h: torch.Tensor, keep: int) -> torch.Tensor:
+    def _kept(h: torch.Tensor, keep: int, select: torch.Tensor | None = None) -> torch.Tensor:
+        if select is not None:
+            return h[select]  # [N, E]
         return h[:, -keep:] if keep else h
 
 
@@ -149,29 +189,31 @@ class GPT2Decoder(LeanDecoder):
         cfg = model.config
         super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer, cache)
         tr = model.transformer
-        self.wte, self.wpe, self.ln_f = _direct(tr.wte), _direct(tr.wpe), _direct(tr.ln_f)
-        self.lm_head = _direct(model.lm_head)
+        self.wte, self.wpe, self.ln_f = self.call(tr.wte), self.call(tr.wpe), self.call(tr.ln_f)
+        self.lm_head = self.call(model.lm_head)
         self.blocks = [self._block(block, fused_gelu=not cache) for block in tr.h]
 
-    @staticmethod
-    def _block(block: Any, fused_gelu: bool) -> dict:
+    def _block(self, block: Any, fused_gelu: bool) -> dict:
         mlp = block.mlp
-        if mlp._forward_hooks or mlp._forward_pre_hooks or type(mlp).__name__ != "GPT2MLP":
-            mlp_fn = mlp
+        if _hooked(mlp) or type(mlp).__name__ != "GPT2MLP":
+            mlp_fn = self.call(mlp)
         else:  # c_fc, activation, c_proj (its dropout does nothing without training or with p = 0)
-            c_fc, act, c_proj = _direct(mlp.c_fc), mlp.act, _direct(mlp.c_proj)
-            if fused_gelu and type(act).__name__ == "NewGELUActivation" and not act._forward_hooks:
+            c_fc, act, c_proj = self.call(mlp.c_fc), mlp.act, self.call(mlp.c_proj)
+            if fused_gelu and type(act).__name__ == "NewGELUActivation" and not _hooked(act):
                 # GPT-2's "gelu_new" written out is six kernels; torch's tanh-approximate GELU is the same
                 # formula in one (transformers' own GELUTanh: "equivalent to NewGELU ... much faster", equal
                 # up to float rounding). Scoring passes only: the sampler keeps the model's activation.
                 act = _gelu_tanh
+            else:
+                self.called.append(act)
             mlp_fn = lambda x: c_proj(act(c_fc(x)))  # noqa: E731
         attn = block.attn
-        return {"ln_1": _direct(block.ln_1), "c_attn": _direct(attn.c_attn), "c_proj": _direct(attn.c_proj),
-                "ln_2": _direct(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
+        return {"ln_1": self.call(block.ln_1), "c_attn": self.call(attn.c_attn), "c_proj": self.call(attn.c_proj),
+                "ln_2": self.call(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
                 "scaling": attn.scaling}
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
+                select: torch.Tensor | None = None) -> torch.Tensor:
         B, T = input_ids.shape
         mask = self.attention_mask(T)
         h = self.wte(input_ids) + self.wpe(positions)  # [B, T, E]
@@ -182,83 +224,156 @@ class GPT2Decoder(LeanDecoder):
             h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"]))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
-        logits = self.lm_head(self.ln_f(self._kept(h, keep)))  # [B, K, V]
+        logits = self.lm_head(self.ln_f(self._kept(h, keep, select)))  # [B, K, V] or [N, V]
         return logits
 
 
 class LlamaDecoder(LeanDecoder):
+    """The Llama layout: pre-norm layers of rotary attention (grouped-query) and a gated MLP.
+
+    Covers the families that differ from Llama only in what their own modules do or in settings
+    read here: Qwen2 (q/k/v biases; sliding-window layers), Qwen3 (RMSNorm on each head's queries
+    and keys before the rotation), Mistral (a sliding window on every layer), Gemma (the embedding
+    scaled by sqrt(hidden) inside its embedding module, RMSNorm as (1 + w), a GELU MLP)."""
+
     def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True) -> None:
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         super().__init__(model, key_mask, cfg.num_key_value_heads, head_dim, cfg.num_hidden_layers, cache)
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+        inner = model.model
         self.rotary = apply_rotary_pos_emb
         self.head_dim = head_dim
-        self.embed, self.lm_head = _direct(model.model.embed_tokens), _direct(model.lm_head)
-        self.projections = [tuple(_direct(getattr(layer.self_attn, n)) for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
-                            for layer in model.model.layers]
+        self.embed, self.lm_head = self.call(inner.embed_tokens), self.call(model.lm_head)
+        self.rotary_emb, self.norm = self.call(inner.rotary_emb), self.call(inner.norm)
+        self.layers = []
+        for layer in inner.layers:
+            attn = layer.self_attn
+            q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+            self.layers.append({
+                "input_layernorm": self.call(layer.input_layernorm),
+                "proj": tuple(self.call(getattr(attn, n)) for n in ("q_proj", "k_proj", "v_proj", "o_proj")),
+                "q_norm": None if q_norm is None else self.call(q_norm),
+                "k_norm": None if k_norm is None else self.call(k_norm),
+                "post_attention_layernorm": self.call(layer.post_attention_layernorm),
+                "mlp": self.call(layer.mlp),
+                "scaling": attn.scaling,
+            })
+        self.windows = [_window(model, layer) for layer in inner.layers]
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        inner = self.model.model
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
+                select: torch.Tensor | None = None) -> torch.Tensor:
         B, T = input_ids.shape
-        mask = self.attention_mask(T)
+        masks = self.masks(T, self.windows)
         h = self.embed(input_ids)  # [B, T, E]
-        cos, sin = inner.rotary_emb(h, position_ids=positions)
+        cos, sin = self.rotary_emb(h, position_ids=positions)
         shape = (B, T, -1, self.head_dim)
-        for i, (layer, (q_proj, k_proj, v_proj, o_proj)) in enumerate(zip(inner.layers, self.projections)):
-            x = layer.input_layernorm(h)
-            q = q_proj(x).view(shape).transpose(1, 2)  # [B, H, T, D]
-            k = k_proj(x).view(shape).transpose(1, 2)  # [B, H_kv, T, D]
+        for i, layer in enumerate(self.layers):
+            q_proj, k_proj, v_proj, o_proj = layer["proj"]
+            x = layer["input_layernorm"](h)
+            q, k = q_proj(x).view(shape), k_proj(x).view(shape)  # [B, T, H, D], [B, T, H_kv, D]
+            if layer["q_norm"] is not None:  # Qwen3: per-head RMSNorm over D, before the rotation
+                q, k = layer["q_norm"](q), layer["k_norm"](k)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)  # [B, H, T, D], [B, H_kv, T, D]
             v = v_proj(x).view(shape).transpose(1, 2)
             q, k = self.rotary(q, k, cos, sin)
-            h = h + o_proj(self.attend(i, q, k, v, mask, layer.self_attn.scaling))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = h + o_proj(self.attend(i, q, k, v, masks[i], layer["scaling"]))
+            h = h + layer["mlp"](layer["post_attention_layernorm"](h))
         self.length += T
-        logits = self.lm_head(inner.norm(self._kept(h, keep)))  # [B, K, V]
+        logits = self.lm_head(self.norm(self._kept(h, keep, select)))  # [B, K, V] or [N, V]
         return logits
 
 
-def _stochastic_or_checkpointed(model: Any) -> bool:
-    """True when a training-mode forward of ``model`` would differ from ours: an active dropout, or
-    activation checkpointing (which lives in transformers' layer wrappers)."""
-    if getattr(model, "training", False) and getattr(model.config, "attention_dropout", 0.0):
-        return True  # Llama's attention dropout is a float in the config, not a module
+def _window(model: Any, layer: Any) -> int | None:
+    """The sliding window of ``layer``'s attention (None: full attention), read where the family keeps
+    it: Qwen2 / Qwen3 on the attention module (set only on ``sliding_attention`` layers), Mistral in
+    the config (every layer)."""
+    attn = layer.self_attn
+    if "sliding_window" in attn.__dict__:
+        return attn.sliding_window
+    if type(model).__name__ == "MistralForCausalLM":
+        return getattr(model.config, "sliding_window", None)
+    return None
+
+
+#: The transformers classes with a lean path, and the decoder each takes.
+LEAN_MODELS = {
+    "GPT2LMHeadModel": GPT2Decoder,
+    "LlamaForCausalLM": LlamaDecoder,
+    "MistralForCausalLM": LlamaDecoder,
+    "Qwen2ForCausalLM": LlamaDecoder,
+    "Qwen3ForCausalLM": LlamaDecoder,
+    "GemmaForCausalLM": LlamaDecoder,
+}
+
+
+def _scan(model: Any) -> tuple[bool, list[torch.nn.Module]]:
+    """(blocked, hooked): blocked when a training-mode forward of ``model`` would differ from ours (an
+    active dropout, or activation checkpointing, which lives in transformers' layer wrappers); hooked,
+    the modules with hooks of their own."""
+    base = _base(model)
+    blocked = bool(getattr(base, "training", False) and getattr(base.config, "attention_dropout", 0.0))
+    hooked = []  # Llama's attention dropout above is a float in the config, not a module
     for m in model.modules():
         state = m.__dict__  # plain attribute reads: nn.Module.__getattr__ on a missing name is slow
         if state.get("gradient_checkpointing") or (state["training"] and isinstance(m, torch.nn.Dropout) and m.p > 0):
-            return True
-    return False
+            blocked = True
+        if _hooked(m):
+            hooked.append(m)
+    return blocked, hooked
+
+
+def _runs_every_hook(decoder: LeanDecoder, hooked: list[torch.nn.Module]) -> bool:
+    """True when each hooked module is one the decoder calls, or lies inside one (its parent runs it)."""
+    if not hooked:
+        return True
+    covered = {id(sub) for m in decoder.called for sub in m.modules()}
+    return all(id(m) in covered for m in hooked)
+
+
+def _supported(base: Any, cfg: Any) -> bool:
+    """Settings of a listed class that the lean decoders do not reproduce."""
+    name = type(base).__name__
+    if name == "GPT2LMHeadModel":
+        return not (cfg.add_cross_attention or cfg.reorder_and_upcast_attn)
+    if getattr(cfg, "pretraining_tp", 1) not in (None, 1):
+        return False
+    if getattr(cfg, "use_bidirectional_attention", False):
+        return False
+    if getattr(cfg, "attn_logit_softcapping", None) or getattr(cfg, "final_logit_softcapping", None):
+        return False  # soft-capped scores or logits (Gemma 2's habit): not reproduced here
+    return True
 
 
 def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True) -> LeanDecoder | None:
     """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do.
 
-    A model in training mode qualifies only when no dropout is active (the trainers' default
-    ``disable_dropout=True`` sets every dropout to 0) and activation checkpointing is off."""
+    A model qualifies when its class is in ``LEAN_MODELS``; in training mode only when no dropout is
+    active (the trainers' default ``disable_dropout=True`` sets every dropout to 0) and activation
+    checkpointing is off; and only when every hook would run: global module hooks, or a hook on a
+    module the decoder replaces (a decoder layer, an attention module, the model itself, a peft
+    wrapper), send the pass through ``forward``."""
     base = _base(model)
     cfg = getattr(base, "config", None)
-    name = type(base).__name__
-    if cfg is None or getattr(cfg, "is_encoder_decoder", False) or _stochastic_or_checkpointed(base):
+    kind = LEAN_MODELS.get(type(base).__name__)
+    if kind is None or cfg is None or getattr(cfg, "is_encoder_decoder", False) or not _supported(base, cfg):
         return None
-    if name == "GPT2LMHeadModel":
-        if cfg.add_cross_attention or cfg.reorder_and_upcast_attn:
-            return None
-        return GPT2Decoder(base, key_mask, cache)
-    if name in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
-        if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
-            return None
-        if getattr(cfg, "pretraining_tp", 1) not in (None, 1):
-            return None
-        return LlamaDecoder(base, key_mask, cache)
-    return None
+    if _global_hooks():
+        return None
+    blocked, hooked = _scan(model)
+    if blocked:
+        return None
+    decoder = kind(base, key_mask, cache)
+    return decoder if _runs_every_hook(decoder, hooked) else None
 
 
 def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                logits_to_keep: int = 0) -> torch.Tensor | None:
-    """[B, T, V] logits (or the last ``logits_to_keep`` positions) of one full pass through a
-    ``LeanDecoder`` (no KV cache; autograd works through it as through ``forward``); None where
-    ``lean_decoder`` has no decoder for ``model``. Positions follow the attention mask.
+                logits_to_keep: int = 0, select: torch.Tensor | None = None) -> torch.Tensor | None:
+    """[B, T, V] logits (or the last ``logits_to_keep`` positions, or [N, V] at the positions where
+    the boolean ``select`` [B, T] is set) of one full pass through a ``LeanDecoder`` (no KV cache;
+    autograd works through it as through ``forward``); None where ``lean_decoder`` has no decoder
+    for ``model``. Positions follow the attention mask.
 
     ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
     own ``forward`` (``modeling.lm_logits`` takes care of that)."""
@@ -266,4 +381,4 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     if decoder is None:
         return None
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    return decoder.forward(input_ids, positions, keep=logits_to_keep)
+    return decoder.forward(input_ids, positions, keep=logits_to_keep, select=select)

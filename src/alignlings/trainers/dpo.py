@@ -30,7 +30,7 @@ from alignlings.trainers.data import (
     check_columns, collate_sequences, load_rows, pad_token_id, tokenize_preference, truncate,
 )
 from alignlings.trainers.distributed import unwrap
-from alignlings.trainers.modeling import completion_logprobs, disable_dropout, is_peft_model, prepare_model
+from alignlings.trainers.modeling import completion_token_logprobs, disable_dropout, is_peft_model, prepare_model
 
 
 def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -119,9 +119,11 @@ class DPOTrainer(BaseTrainer):
     # -- score ---------------------------------------------------------------------------------------
 
     def sequence_logps(self, model, batch: dict[str, torch.Tensor], lean: bool = False):
-        """Summed completion log-probs [2b], completion lengths [2b] and the logits [2b, T, V]."""
-        logps, logits = completion_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
-                                            lean=lean)
+        """Summed completion log-probs [2b], completion lengths [2b] and the logits of the N scored
+        positions [N, V] (those that predict a completion token, row-major, so the chosen rows' come
+        first; the prompt's positions never reach the LM head: ``completion_token_logprobs``)."""
+        logps, logits = completion_token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                                  batch["completion_mask"], lean=lean)
         return logps.sum, logps.mask.sum(-1), logits
 
     def reference_logps(self, batch: dict[str, torch.Tensor], indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,20 +188,25 @@ def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask
     """TRL 1.16's per-token DPO metrics over completion positions (``_compute_loss`` in dpo_trainer.py):
     ``logits/chosen`` and ``logits/rejected`` (the mean logit), ``entropy`` (of the policy's next-token
     distribution, chosen and rejected tokens together) and ``mean_token_accuracy`` (how often the
-    chosen completion's token is the policy's argmax)."""
-    z = logits[:, :-1].float()  # [2b, T-1, V], position t predicts token t+1
-    mask = completion_mask[:, 1:].float()
+    chosen completion's token is the policy's argmax).
+
+    ``logits`` [N, V]: the scored positions only (where ``completion_mask[:, 1:]`` is 1, row-major, as
+    ``completion_token_logprobs`` returns them); the first b of the 2b rows are the chosen ones."""
+    scored = completion_mask[:, 1:].bool()  # [2b, T-1], position t predicts token t+1
+    b = scored.shape[0] // 2
+    rows = torch.arange(scored.shape[0], device=scored.device)[:, None].expand_as(scored)[scored]  # [N]
+    chosen = (rows < b).float()
+    z = logits.float()  # [N, V]
     per_position = z.mean(-1)
     logp = torch.log_softmax(z, dim=-1)
-    entropy = -(logp.exp() * logp).sum(-1)  # [2b, T-1]
-    is_top1 = (z.argmax(-1) == input_ids[:, 1:]).float()
-    sums, counts = (per_position * mask).sum(-1), mask.sum(-1)
-    (cs, rs), (cc, rc) = sums.chunk(2), counts.chunk(2)
-    chosen_mask = mask.chunk(2)[0]
+    entropy = -(logp.exp() * logp).sum(-1)  # [N]
+    is_top1 = (z.argmax(-1) == input_ids[:, 1:][scored]).float()
+    n_chosen = chosen.sum()
+    n_all = torch.full_like(n_chosen, float(chosen.numel()))
     values = torch.stack([  # one tensor, read back once (one device sync instead of four)
-        cs.sum() / cc.sum().clamp(min=1),
-        rs.sum() / rc.sum().clamp(min=1),
-        (entropy * mask).sum() / mask.sum().clamp(min=1),
-        (is_top1.chunk(2)[0] * chosen_mask).sum() / chosen_mask.sum().clamp(min=1),
+        (per_position * chosen).sum() / n_chosen.clamp(min=1),
+        (per_position * (1 - chosen)).sum() / (n_all - n_chosen).clamp(min=1),
+        entropy.sum() / n_all.clamp(min=1),
+        (is_top1 * chosen).sum() / n_chosen.clamp(min=1),
     ]).tolist()
     return dict(zip(("logits/chosen", "logits/rejected", "entropy", "mean_token_accuracy"), values))

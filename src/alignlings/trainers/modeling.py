@@ -17,6 +17,7 @@ from functools import lru_cache
 import torch
 
 from alignlings.logprobs import SequenceLogProbs, sequence_logprobs
+from alignlings.trainers.checkpoint import set_seed
 from alignlings.trainers.decode import lean_decoder, lean_logits
 from alignlings.trainers.distributed import unwrap
 
@@ -31,7 +32,9 @@ def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Mo
     """Apply what the config and ``peft_config`` ask of a transformers model before training.
 
     ``peft_config`` (a ``peft.PeftConfig``, e.g. ``LoraConfig``; TRL's trainer argument of the same
-    name): the model becomes ``peft.get_peft_model(model, peft_config)`` and only the adapters train.
+    name): the model becomes ``peft.get_peft_model(model, peft_config)`` and only the adapters train;
+    the RNG is seeded with ``args.seed`` just before, as TRL does, so the adapters' initial weights
+    follow the seed. Prompt-learning configs (prompt tuning, prefix tuning, P-tuning) are refused.
     ``args.gradient_checkpointing``: ``gradient_checkpointing_enable`` with TRL's
     ``use_reentrant=False`` default (with PEFT, also ``enable_input_require_grads``, as TRL does).
     """
@@ -47,7 +50,14 @@ def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Mo
         if isinstance(model, peft.PeftModel):
             raise ValueError("peft_config: the model already has adapters (a PeftModel); pass its base model, "
                              "or the PeftModel without peft_config")
+        _refuse_prompt_learning(peft_config, "peft_config")
+        # peft draws the adapters' initial weights from the global RNG: seed first, as TRL does, so
+        # that the same --seed gives the same adapters (and the same run)
+        set_seed(args.seed)
         model = peft.get_peft_model(model, peft_config)
+    else:
+        for config in (getattr(model, "peft_config", None) or {}).values() if is_peft_model(model) else ():
+            _refuse_prompt_learning(config, "model")
     if getattr(args, "gradient_checkpointing", False):
         kwargs = dict(args.gradient_checkpointing_kwargs or {})
         kwargs.setdefault("use_reentrant", False)
@@ -61,6 +71,42 @@ def prepare_model(model: torch.nn.Module, args, peft_config=None) -> torch.nn.Mo
         if is_peft_model(model):
             model.enable_input_require_grads()
     return model
+
+
+@torch.no_grad()
+def is_causal(model: torch.nn.Module, length: int = 6) -> bool:
+    """True when ``model``'s logits at each position ignore every later token: the property every
+    trainer relies on (a completion's log-probs are read off one pass over prompt + completion).
+
+    Checked directly: one short sequence, then the same with its last token changed; the logits
+    before that token must not move. An encoder loaded through ``AutoModelForCausalLM`` (BERT's
+    ``BertLMHeadModel`` with ``is_decoder=False``) attends both ways and fails this."""
+    inner = unwrap(model)
+    vocab = inner.get_output_embeddings().weight.shape[0] if inner.get_output_embeddings() is not None else None
+    vocab = vocab or getattr(inner.config, "vocab_size", 2)
+    device = next(inner.parameters()).device
+    ids = (torch.arange(length, device=device) * 7 + 3) % vocab
+    changed = ids.clone()
+    changed[-1] = (changed[-1] + 1) % vocab
+    was_training = inner.training
+    inner.eval()
+    try:
+        a, b = (inner(input_ids=x[None], attention_mask=torch.ones_like(x)[None]).logits[0, :-1].float()
+                for x in (ids, changed))
+    finally:
+        inner.train(was_training)
+    return bool(torch.allclose(a, b, atol=1e-4, rtol=1e-4))
+
+
+def _refuse_prompt_learning(config, name: str) -> None:
+    """Prompt tuning, prefix tuning and P-tuning add virtual tokens (prepended embeddings or past keys)
+    that the trainers' scoring does not see: positions follow the attention mask, the lean decoder
+    and the KV-cache sampler run the base model's layers only. Refused up front."""
+    if getattr(config, "is_prompt_learning", False):
+        raise ValueError(
+            f"{name}: {type(config).__name__} is a prompt-learning method (prompt tuning, prefix tuning, "
+            "P-tuning), which the trainers do not support: its virtual tokens are not scored consistently. "
+            "Use an adapter method such as peft.LoraConfig")
 
 
 def is_peft_model(model: torch.nn.Module) -> bool:
@@ -78,16 +124,19 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-              logits_to_keep: int = 0, lean: bool = False) -> torch.Tensor:
+              logits_to_keep: int = 0, lean: bool = False, select: torch.Tensor | None = None) -> torch.Tensor:
     """[B, T, V] logits (or the last ``logits_to_keep`` positions) of a possibly DDP-wrapped causal LM.
 
-    ``lean``: one pass through ``decode.LeanDecoder`` where the model has one (GPT-2 or the Llama
-    layout, no active dropout, no activation checkpointing); with gradient only when the model is
-    not DDP-wrapped (DDP arms its gradient averaging in its own ``forward``). Otherwise, and by
-    default, the model's ``forward``. Same logits and gradients up to float rounding."""
+    ``lean``: one pass through ``decode.LeanDecoder`` where the model has one (``decode.LEAN_MODELS``,
+    no active dropout, no activation checkpointing, no hook it would skip); with gradient only when
+    the model is not DDP-wrapped (DDP arms its gradient averaging in its own ``forward``). Otherwise,
+    and by default, the model's ``forward``. Same logits and gradients up to float rounding.
+
+    ``select`` (boolean [B, T]): only the logits of those positions, [N, V]; the lean pass puts only
+    them through the final norm and the LM head, ``forward`` computes all and picks them."""
     inner = unwrap(model)
     if lean and (inner is model or not torch.is_grad_enabled()):
-        logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep)
+        logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep, select)
         if logits is not None:
             return logits
     # a PeftModel's forward takes **kwargs and passes them on: read the wrapped model's signature
@@ -98,6 +147,8 @@ def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: t
     if logits_to_keep and _accepts(cls, "logits_to_keep"):
         kwargs["logits_to_keep"] = logits_to_keep
     logits = model(**kwargs).logits
+    if select is not None:
+        return logits[select]
     if logits_to_keep and logits.shape[1] != logits_to_keep:
         logits = logits[:, -logits_to_keep:]
     return logits
@@ -127,6 +178,27 @@ def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attenti
     return result, logits
 
 
+def completion_token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              completion_mask: torch.Tensor, *, temperature: float = 1.0,
+                              lean: bool = False) -> tuple[SequenceLogProbs, torch.Tensor]:
+    """``completion_logprobs`` scoring only the completion: the same per-token log-probs [B, T - 1]
+    (0 where the mask is 0), and the logits of the N scored positions only, [N, V], row-major.
+
+    Only positions that predict a completion token go through the final norm, the LM head and the
+    log-softmax (on the lean path; ``forward`` computes every position's logits and picks them). In
+    DPO rows of 96 prompt and 32 completion tokens that is a quarter of the positions, and with a
+    vocabulary of 50k the LM head is a third of the model's FLOPs (TRL 1.16's fused LM head skips the
+    same positions)."""
+    scored = completion_mask[:, 1:].bool()  # [B, T-1]: position t predicts completion token t + 1
+    select = torch.cat([scored, torch.zeros_like(scored[:, :1])], dim=1)  # [B, T]
+    logits = lm_logits(model, input_ids, attention_mask, lean=lean, select=select)  # [N, V]
+    labels = input_ids[:, 1:][scored]  # [N]
+    logps = sequence_logprobs(logits[None], labels[None], temperature=temperature).per_token[0]  # [N]
+    per_token = torch.zeros(scored.shape, dtype=logps.dtype, device=logps.device).masked_scatter(scored, logps)
+    mask = scored.to(completion_mask.dtype)
+    return SequenceLogProbs(per_token=per_token, sum=per_token.sum(-1), mask=mask), logits
+
+
 @torch.no_grad()
 def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> tuple[float, float]:
     """(sum, count) of the per-token entropy of softmax(logits / T) over masked positions.
@@ -153,7 +225,10 @@ def eos_token_ids(tokenizer, model: torch.nn.Module | None = None) -> list[int]:
 
 def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int,
                       pad_id: int, eos_ids: list[int] | None = None):
-    """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call)."""
+    """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call).
+
+    ``top_k`` goes in as given, 0 included, as TRL passes it: 0 turns top-k filtering off, while
+    None would let ``generate`` fill in transformers' default of 50."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -161,7 +236,7 @@ def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_p=top_p,
-        top_k=top_k if top_k > 0 else None,
+        top_k=top_k,
         pad_token_id=pad_id,
         eos_token_id=eos_ids if eos_ids is not None else tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
