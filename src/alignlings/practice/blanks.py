@@ -221,17 +221,64 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
 
 
 def _code_lines(text: str) -> list[str]:
-    """The text's lines without their comments: one tokenizer pass, per line if the file does not tokenize."""
+    """The text's lines as code only: comments removed, and strings that are not part of an
+    expression (docstrings, string statements) and the inner lines of multi-line strings blanked, so
+    a docstring or comment that repeats a blank's line is never taken for the fill. One tokenizer
+    pass; per line (comments only) if the file does not tokenize."""
     lines = text.splitlines()
     try:
         out = list(lines)
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                row, col = tok.start
-                out[row - 1] = out[row - 1][:col].rstrip()
-        return out
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return [_strip_comment(line) for line in lines]
+    starts_line = True  # the next token begins a logical line
+    edits = []  # (kind, start, end), applied last first so earlier columns stay valid
+    for k, tok in enumerate(tokens):
+        if tok.type == tokenize.COMMENT:
+            edits.append(("comment", tok.start, tok.end))
+        elif tok.type in _STRING_TYPES:
+            following = next((t for t in tokens[k + 1:] if t.type not in (tokenize.COMMENT, tokenize.NL)), None)
+            standalone = starts_line and following is not None and following.type in (
+                tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.DEDENT)
+            end = _string_end(tokens, k)
+            if standalone or end[0] > tok.start[0]:
+                edits.append(("docstring" if standalone else "string", tok.start, end))
+        if tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            starts_line = True
+        elif tok.type not in (tokenize.NL, tokenize.COMMENT):
+            starts_line = False
+    for kind, (r1, c1), (r2, c2) in reversed(edits):
+        if kind == "comment":
+            out[r1 - 1] = out[r1 - 1][:c1].rstrip()
+            continue
+        # a docstring or bare string statement leaves no code; a string inside code stays as ""
+        keep = "" if kind == "docstring" else '""'
+        if r1 == r2:
+            out[r1 - 1] = (out[r1 - 1][:c1] + keep + out[r1 - 1][c2:]).rstrip()
+            continue
+        out[r1 - 1] = (out[r1 - 1][:c1] + keep).rstrip()
+        for r in range(r1 + 1, r2):
+            out[r - 1] = ""
+        out[r2 - 1] = out[r2 - 1][c2:]
+    return out
+
+
+_STRING_TYPES = {tokenize.STRING} | ({tokenize.FSTRING_START} if hasattr(tokenize, "FSTRING_START") else set())
+
+
+def _string_end(tokens: list, k: int) -> tuple[int, int]:
+    """Where the string starting at ``tokens[k]`` ends (an f-string spans tokens on Python 3.12+)."""
+    if tokens[k].type == tokenize.STRING:
+        return tokens[k].end
+    depth = 0
+    for tok in tokens[k:]:
+        if tok.type == getattr(tokenize, "FSTRING_START", -1):
+            depth += 1
+        elif tok.type == getattr(tokenize, "FSTRING_END", -1):
+            depth -= 1
+            if depth == 0:
+                return tok.end
+    return tokens[k].end
 
 
 def _strip_comment(line: str) -> str:
