@@ -181,10 +181,12 @@ def splice(source: str, blanks: list[Blank], index: int, fill: str) -> str:
 def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, str | None]:
     """Recover each blank's fill from a learner's file derived from the template.
 
-    The template's code lines (comments and empty lines ignored) are aligned with the learner's
-    with difflib; a blank's line is found among the learner lines that replaced it, keeping the
-    code around the blank. The fill is the text in between (``_____`` if left empty). None where
-    the blank cannot be found (the learner rewrote the line or defines the names another way).
+    The template's code lines (comments, docstrings and the text of multi-line strings ignored, so a
+    docstring that repeats a blank's line is never taken for it) are aligned with the learner's with
+    difflib. Where only blank lines changed, a blank's line is the learner line that replaced it
+    (line for line), or the one learner line that keeps the code around the blank; the fill is the
+    text in between (``_____`` if left empty). None where the blank cannot be found with certainty:
+    the code around it changed too (the learner rewrote it), or several lines could be it.
     """
     tmpl_lines = render(source, blanks).splitlines()
     blank_at = {b.line - 1: b for b in blanks}  # template line index -> blank (render keeps line numbers)
@@ -197,26 +199,33 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
     matcher = difflib.SequenceMatcher(None, [c for _, c in sig_t], [c for _, c in sig_l], autojunk=False)
     fills: dict[int, str | None] = {b.index: None for b in blanks}
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        for k in range(i1, i2):
-            b = blank_at.get(sig_t[k][0])
-            if b is None:
-                continue
-            if op == "equal":
-                fills[b.index] = PLACEHOLDER
+        block = [blank_at.get(sig_t[k][0]) for k in range(i1, i2)]
+        if op == "equal":
+            for b in block:
+                if b is not None:
+                    fills[b.index] = PLACEHOLDER
+            continue
+        if op != "replace" or None in block:
+            continue  # code around the blank changed too: the learner rewrote it, the whole file decides
+        candidates = [sig_l[j][1] for j in range(j1, j2)]
+        same_size = i2 - i1 == j2 - j1
+        for offset, b in enumerate(block):
+            assert b is not None
+            if b.target == "statement":
+                if same_size:
+                    fills[b.index] = candidates[offset]
                 continue
             code = _strip_marker(src_lines[b.line - 1], b).strip()
             before = code[: code.index(b.answer)].strip() if b.answer in code else ""
             after = code[code.index(b.answer) + len(b.answer):].strip() if b.answer in code else ""
-            candidates = [sig_l[j][1] for j in range(j1, j2)]
-            if b.target == "statement":
-                offset = k - i1
-                if op == "replace" and i2 - i1 == j2 - j1:
-                    fills[b.index] = candidates[offset]
-                continue
-            for text in candidates:
-                if text.startswith(before) and text.endswith(after) and len(text) > len(before) + len(after):
-                    fills[b.index] = text[len(before): len(text) - len(after)].strip()
-                    break
+
+            def fits(text: str, before=before, after=after) -> bool:
+                return text.startswith(before) and text.endswith(after) and len(text) > len(before) + len(after)
+
+            # line for line where the block kept its size, else the one line that fits the blank's code
+            found = [candidates[offset]] if same_size else [t for t in candidates if fits(t)]
+            if len(found) == 1 and fits(found[0]):
+                fills[b.index] = found[0][len(before): len(found[0]) - len(after)].strip()
     return fills
 
 

@@ -154,8 +154,8 @@ def _timed(payload: dict) -> _Clock:
 def perturb(value: Any) -> Any:
     """A wrong value of the same type as ``value`` (``dev check``: is this blank graded at all?).
     Floats and float tensors are scaled and shifted, ints and int tensors shifted by one, bools
-    negated, containers perturbed element by element, a module's parameters scaled in a copy;
-    anything else comes back unchanged (the blank then cannot be proven this way)."""
+    negated, strings extended, containers perturbed element by element, a module's parameters
+    scaled in a copy; anything else raises TypeError (a case that reaches the blank then fails)."""
     import copy
 
     torch = sys.modules.get("torch")
@@ -173,13 +173,16 @@ def perturb(value: Any) -> Any:
         return value + 1
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(perturb(v) for v in value)
-    if torch is not None and isinstance(value, torch.nn.Module):
+    if isinstance(value, str):
+        return value + "_"
+    if torch is not None and isinstance(value, torch.nn.Module) and any(True for _ in value.parameters()):
         other = copy.deepcopy(value)
         with torch.no_grad():
             for p in other.parameters():
                 p.mul_(1.37).add_(0.11)
         return other
-    return value
+    # no wrong value of this type: fail where the blank runs, which still proves a case reaches it
+    raise TypeError(f"dev check cannot perturb a {type(value).__name__}")
 
 
 def _select(cases: list, names: list[str] | None) -> list:

@@ -1,7 +1,9 @@
 """Proofs a pack must pass (``alignlings dev check`` and CI): every template fails as shipped,
-every reference solution passes, every misconception is rejected on its own blank with its own
-feedback, every listed equivalent right answer passes, and every exercise has all its texts in both
-languages (per-blank hints, where given, from a nudge to the answer: at least two per blank)."""
+every reference solution passes, every case is reproducible (two runs of the reference agree), every
+blank is graded (a wrong value of the same type in it fails a case), every misconception is rejected
+on its own blank with its own feedback, every listed equivalent right answer passes, and every
+exercise has all its texts in both languages (per-blank hints, where given, from a nudge to the
+answer: at least two per blank)."""
 
 from __future__ import annotations
 
@@ -90,19 +92,29 @@ def check_exercise(ex: Exercise, grader) -> Report:
     from alignlings.practice.grader import template_for
 
     blanks = bl.find_blanks(ex.solution_source)
-    ref = grader.check(ex.key, fills=[b.answer for b in blanks], run_main=False)
+    unreproducible = grader.reference_reproducible(ex)
+    for name in unreproducible:
+        report.problems.append(f"case {name!r} is unreproducible: its values change between two runs of the "
+                               "reference (seed its random inputs, e.g. torch.Generator().manual_seed(...))")
+    report.checked.append("cases reproducible")
+    ref = grader.check(ex.key, fills=[b.answer for b in blanks], run_main=False, variant=0)
     if not ref["passed"]:
         failing = [c["message"] for c in ref["cases"] if not c["passed"]] or [str(ref["error"])]
         report.problems.append(f"the reference solution fails: {failing[0]}")
     report.checked.append("reference passes")
     for lang in LANGS:
-        tmpl = grader.check(ex.key, template_for(ex, lang), lang=lang, run_main=False, quick=True)
+        tmpl = grader.check(ex.key, template_for(ex, lang), lang=lang, run_main=False, quick=True, variant=0)
         if tmpl["passed"]:
             report.problems.append(f"the {lang} template passes as shipped")
     report.checked.append("templates fail")
+    report.problems += check_blanks_graded(ex, grader, blanks)
+    report.checked.append("every blank graded")
+    if unreproducible:  # behaviour cannot be matched on a case that changes: say so once, not per mistake
+        report.problems.append(f"{len(ex.misconceptions)} misconceptions not proven until every case is reproducible")
+        return report
     for m in ex.misconceptions:
         fills = [m.fill if b.index == m.blank else b.answer for b in blanks]
-        v = grader.check(ex.key, fills=fills, run_main=False, quick=True)  # per-blank cases decide
+        v = grader.check(ex.key, fills=fills, run_main=False, quick=True, variant=0)  # per-blank cases decide
         entry = next((b for b in v["blanks"] if b["index"] == m.blank), None)
         if v["passed"]:
             report.problems.append(f"misconception {m.id} (blank {m.blank}) is accepted")
@@ -117,6 +129,36 @@ def check_exercise(ex: Exercise, grader) -> Report:
     if ex.equivalents:
         report.checked.append(f"{len(ex.equivalents)} equivalent answers pass")
     return report
+
+
+PERTURB = '__import__("alignlings.practice.casejob", fromlist=["perturb"]).perturb({})'
+
+
+def wrong_fill(blank: bl.Blank) -> str:
+    """A wrong value of the same type for ``blank``: its answer through ``casejob.perturb`` (floats
+    scaled and shifted, ints shifted, bools negated, a module's parameters scaled), or ``pass`` for a
+    whole-statement blank (the statement left out)."""
+    return "pass" if blank.target == "statement" else PERTURB.format(blank.answer)
+
+
+def check_blanks_graded(ex: Exercise, grader, blanks) -> list[str]:
+    """``FILE:LINE: blank N is never graded`` for each blank whose wrong value (``wrong_fill``) still
+    passes every case: the per-blank cases first (one job per blank, in parallel), then, for the
+    blanks they miss, the whole-file cases too."""
+    source = ex.solution_source
+    mutants = {str(b.index): bl.splice(source, blanks, b.index, wrong_fill(b)) for b in blanks}
+    if not mutants:
+        return []
+    alike = grader.behaves_like_reference(ex.key, mutants)
+    problems = []
+    for b in blanks:
+        if not alike.get(str(b.index)):
+            continue
+        v = grader.check(ex.key, mutants[str(b.index)], run_main=False, variant=0)
+        if v["cases"] and all(c["passed"] for c in v["cases"]) and not v["error"]:
+            problems.append(f"{ex.path / 'solution.py'}:{b.line}: blank {b.index} is never graded "
+                            f"(with a wrong value, {wrong_fill(b)!r}, every case still passes)")
+    return problems
 
 
 def _blank_hints(ex: Exercise, lang: str) -> tuple:
@@ -142,7 +184,7 @@ def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:
     for k in range(max(map(len, by_blank.values()), default=0)):
         round_ = {i: fills[k] for i, fills in by_blank.items() if k < len(fills)}
         fills = [round_.get(b.index, b.answer) for b in blanks]
-        v = grader.check(ex.key, fills=fills, run_main=False, quick=True)
+        v = grader.check(ex.key, fills=fills, run_main=False, quick=True, variant=0)
         for b in v["blanks"]:
             if b["index"] in round_ and b["passed"] is not True:
                 problems.append(f"equivalent {round_[b['index']]!r} (blank {b['index']}) is rejected: "
