@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from alignlings.practice import skeleton
-from alignlings.practice.devcheck import check_blanks_graded, check_exercise, wrong_fill
+from alignlings.practice.devcheck import check_blanks_graded, check_exercise
 from alignlings.practice.grader import Grader
 from alignlings.practice.pack import load_pack
 
@@ -63,7 +63,7 @@ def test_a_blank_no_case_reaches_is_reported_with_file_and_line(tmp_path, home):
         helper = next(b for b in blanks if b.answer == "x - 1.0")
         problems = check_blanks_graded(ex, grader, blanks)
         assert problems == [f"{ex.path / 'solution.py'}:{helper.line}: blank {helper.index} is never graded "
-                            f"(with a wrong value, {wrong_fill(helper)!r}, every case still passes)"]
+                            "(with a wrong value in it, every case still passes)"]
         # and a learner who leaves it empty does not pass (a found blank must be right)
         fills = [bl.answer if bl.index != helper.index else "_____" for bl in blanks]
         verdict = grader.check("tiny-ex", fills=fills, run_main=False)

@@ -151,37 +151,39 @@ def _timed(payload: dict) -> _Clock:
     return _clock
 
 
-def perturb(value: Any) -> Any:
+def perturb(value: Any, how: int = 0) -> Any:
     """A wrong value of the same type as ``value`` (``dev check``: is this blank graded at all?).
-    Floats and float tensors are scaled and shifted, ints and int tensors shifted by one, bools
-    negated, strings extended, containers perturbed element by element, a module's parameters
-    scaled in a copy; anything else raises TypeError (a case that reaches the blank then fails)."""
+    ``how`` 0 keeps the order of numbers (floats scaled and shifted, ints + 1), 1 reverses it
+    (floats x -> 0.5 - 0.73 x, ints - 1), so a blank that only an argmax or a sort reads is caught by
+    one of the two. Bools are negated, strings extended, containers perturbed element by element, a
+    module's parameters changed in a copy; anything else raises TypeError (a case that reaches the
+    blank then fails, which still proves it is run)."""
     import copy
 
+    a, b = (1.37, 0.11) if how == 0 else (-0.73, 0.5)
     torch = sys.modules.get("torch")
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
-        return value + 1
+        return value + (1 if how == 0 else -1)
     if isinstance(value, float):
-        return value * 1.37 + 0.11
+        return value * a + b
     if torch is not None and isinstance(value, torch.Tensor):
         if value.dtype == torch.bool:
             return ~value
         if value.is_floating_point() or value.is_complex():
-            return value * 1.37 + 0.11
-        return value + 1
+            return value * a + b
+        return value + (1 if how == 0 else -1)
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(perturb(v) for v in value)
+        return type(value)(perturb(v, how) for v in value)
     if isinstance(value, str):
         return value + "_"
     if torch is not None and isinstance(value, torch.nn.Module) and any(True for _ in value.parameters()):
         other = copy.deepcopy(value)
         with torch.no_grad():
             for p in other.parameters():
-                p.mul_(1.37).add_(0.11)
+                p.mul_(a).add_(b)
         return other
-    # no wrong value of this type: fail where the blank runs, which still proves a case reaches it
     raise TypeError(f"dev check cannot perturb a {type(value).__name__}")
 
 

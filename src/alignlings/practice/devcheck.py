@@ -131,33 +131,41 @@ def check_exercise(ex: Exercise, grader) -> Report:
     return report
 
 
-PERTURB = '__import__("alignlings.practice.casejob", fromlist=["perturb"]).perturb({})'
+PERTURB = '__import__("alignlings.practice.casejob", fromlist=["perturb"]).perturb({}, {})'
 
 
-def wrong_fill(blank: bl.Blank) -> str:
-    """A wrong value of the same type for ``blank``: its answer through ``casejob.perturb`` (floats
-    scaled and shifted, ints shifted, bools negated, a module's parameters scaled), or ``pass`` for a
-    whole-statement blank (the statement left out)."""
-    return "pass" if blank.target == "statement" else PERTURB.format(blank.answer)
+def wrong_fills(blank: bl.Blank) -> list[str]:
+    """Wrong values of the same type for ``blank``: its answer through ``casejob.perturb``, once
+    keeping the order of its numbers and once reversing it (scaled and shifted, ints moved by one,
+    bools negated, a module's parameters changed), or ``pass`` for a whole-statement blank (the
+    statement left out)."""
+    if blank.target == "statement":
+        return ["pass"]
+    return [PERTURB.format(blank.answer, how) for how in (0, 1)]
 
 
 def check_blanks_graded(ex: Exercise, grader, blanks) -> list[str]:
-    """``FILE:LINE: blank N is never graded`` for each blank whose wrong value (``wrong_fill``) still
-    passes every case: the per-blank cases first (one job per blank, in parallel), then, for the
-    blanks they miss, the whole-file cases too."""
+    """``FILE:LINE: blank N is never graded`` for each blank whose wrong values (``wrong_fills``)
+    all still pass every case: the per-blank cases first (one job per wrong value, in parallel),
+    then, for the blanks they miss, the whole-file cases too."""
     source = ex.solution_source
-    mutants = {str(b.index): bl.splice(source, blanks, b.index, wrong_fill(b)) for b in blanks}
+    mutants = {f"{b.index}/{k}": bl.splice(source, blanks, b.index, fill)
+               for b in blanks for k, fill in enumerate(wrong_fills(b))}
     if not mutants:
         return []
     alike = grader.behaves_like_reference(ex.key, mutants)
     problems = []
     for b in blanks:
-        if not alike.get(str(b.index)):
+        keys = [key for key in mutants if key.split("/")[0] == str(b.index)]
+        if not all(alike.get(key) for key in keys):
             continue
-        v = grader.check(ex.key, mutants[str(b.index)], run_main=False, variant=0)
-        if v["cases"] and all(c["passed"] for c in v["cases"]) and not v["error"]:
+        graded = False
+        for key in keys:
+            v = grader.check(ex.key, mutants[key], run_main=False, variant=0)
+            graded = graded or bool(v["error"]) or not all(c["passed"] for c in v["cases"]) or not v["cases"]
+        if not graded:
             problems.append(f"{ex.path / 'solution.py'}:{b.line}: blank {b.index} is never graded "
-                            f"(with a wrong value, {wrong_fill(b)!r}, every case still passes)")
+                            f"(with a wrong value in it, every case still passes)")
     return problems
 
 
