@@ -206,3 +206,29 @@ def test_a_python_number_passes_where_a_scalar_tensor_is_expected(grader):
     assert verdict["passed"], [b["message"] for b in verdict["blanks"]]
     fills[0] = "(chosen_rewards >= rejected_rewards).float().mean().item() + 0.5"
     assert not grader.check("reward-eval", fills=fills, run_main=False)["passed"]
+
+
+VALUE_LEAK = ('exec("import sys, torch\\nf = sys._getframe()\\nwhile f is not None:\\n    c = f.f_locals.get(\'code\')\\n'
+              '    if isinstance(c, str):\\n        globals()[\'_leak\'] = torch.tensor(float(ord(c.split(\'implicit_r = \')'
+              '[1][0])))\\n        break\\n    f = f.f_back") or _leak')
+
+
+def test_a_fill_cannot_carry_the_reference_out_in_its_value(grader):
+    """The fill's value is the code of the reference's first character ('p' = 112) in the splice: a
+    visible case shows a splice's number only when the learner's own file gave the same."""
+    fills = ["_____"] * 4
+    fills[3] = VALUE_LEAK
+    verdict = grader.check("dpo-loss", fills=fills, run_main=False, variant=0)
+    entry = verdict["blanks"][3]
+    assert entry["passed"] is False
+    assert "112" not in json.dumps(entry), entry
+    assert entry["diff"] is None or entry["diff"].get("redacted"), entry["diff"]
+
+
+def test_a_splice_shows_its_numbers_when_the_learners_file_agrees(grader):
+    """One wrong blank: the learner's own file computes the same value, so the numbers are shown."""
+    ex = PACK.get("dpo-loss")
+    fills = [b.answer for b in grader.blanks(ex)]
+    fills[3] = "-F.logsigmoid(margin).mean() * 1.5"
+    entry = grader.check("dpo-loss", fills=fills, run_main=False, variant=0)["blanks"][3]
+    assert re.search(r"expected 0\.65898, got 0\.98847", entry["message"]), entry["message"]

@@ -570,8 +570,9 @@ class Grader:
                           for i, code in splices.items()}
         learner = learner_future.result()
         verdict = self._judge_learner(exercise, trusted, learner, check, lang, names, variant)
+        own = verdict.pop("_values", {})
         blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant,
-                                                fill=sub.fills.get(i) or "", lang=lang)
+                                                fill=sub.fills.get(i) or "", lang=lang, own=own)
                           for i, f in splice_futures.items()}
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
         # a verdict never contradicts itself: every blank that was found must be right as well
@@ -613,6 +614,7 @@ class Grader:
         if problem:
             verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
             return verdict
+        verdict["_values"] = got  # for the splices' numbers (see _case_result); not part of the verdict
         judged = self._predicates(exercise, check, trusted, value["cases"], got, names, variant)
         budget = _seconds(self._limits(exercise)[1])
         for m in (m for m in trusted.meta if m["name"] in got):
@@ -639,11 +641,12 @@ class Grader:
 
     @staticmethod
     def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None, *,
-                     splice: bool = False) -> dict:
+                     own: CaseResult | None = None, splice: bool = False) -> dict:
         """One case judged. Numbers reach the learner only for visible cases: a hidden or edge case's
         diff says what kind of difference it is (``values.redact``), so its expected values cannot be
-        read back check by check; a splice's visible numbers are cut to 4 digits (the process that
-        produced them held the reference)."""
+        read back check by check. A splice ran in a process that held the reference, so its visible
+        numbers are shown only where the learner's own file (``own``, run without the reference)
+        gave the same value: a number the learner's code could not have carried out otherwise."""
         result: dict[str, Any] = {"name": meta["name"], "label": meta.get("label") or {}, "kind": meta["kind"],
                                   "passed": False, "error": got.error, "diff": None, "detail": None,
                                   "note": meta.get("note") or None}
@@ -660,12 +663,15 @@ class Grader:
                             numbers=not meta.get("tensor", False))
         if meta["kind"] != "visible":
             diff = vals.redact(diff)
-        elif splice:
-            diff = vals.round_diff(diff)
+        elif splice and diff is not None:
+            same = own is not None and own.error is None and \
+                vals.compare(got.value, own.value, rtol=1e-6, atol=1e-9, equal_nan=True) is None
+            diff = diff if same else vals.redact(diff)
         return result | {"passed": diff is None, "diff": diff}
 
     def _judge_splice(self, exercise: Exercise, trusted: TrustedRun, result, names: list[str],
-                      blank: int, variant: int = 0, *, fill: str = "", lang: str = "en") -> dict:
+                      blank: int, variant: int = 0, *, fill: str = "", lang: str = "en",
+                      own: dict[str, CaseResult] | None = None) -> dict:
         """One blank's verdict from its splice's values: passed, or the first failing case and the
         misconception (of this blank) whose known behaviour it matches.
 
@@ -692,7 +698,8 @@ class Grader:
         judged = self._predicates(exercise, self._check_source(exercise), trusted, value["cases"], got, names,
                                   variant)
         for name in names:
-            r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name), splice=True)
+            r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name),
+                                  own=(own or {}).get(name), splice=True)
             if not r["passed"]:
                 if r["error"] is not None and not (r.get("timed_out") or r.get("not_run")):
                     r["error"] = _splice_error(r["error"], line, fill, lang)

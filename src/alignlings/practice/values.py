@@ -329,23 +329,3 @@ def redact(diff: dict | None) -> dict | None:
         out["expected"], out["got"] = diff.get("expected"), diff.get("got")
     out["redacted"] = True
     return out
-
-
-def round_diff(diff: dict | None, digits: int = 4) -> dict | None:
-    """A diff with every number cut to ``digits`` significant digits (a value that a splice, i.e. a
-    process that held the reference, reported: a visible case's numbers without room for a message)."""
-    if diff is None:
-        return None
-
-    def cut(v: Any) -> Any:
-        if isinstance(v, float) and math.isfinite(v):
-            return float(f"{v:.{digits}g}")
-        if isinstance(v, list):
-            return [cut(x) for x in v]
-        if isinstance(v, dict):
-            return {k: cut(x) for k, x in v.items()}
-        return v
-
-    out = cut(diff)
-    out["rounded"] = digits
-    return out
