@@ -63,7 +63,7 @@ def _find_blanks(source: str) -> tuple[Blank, ...]:
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt):
             statements.setdefault(node.lineno, node)
-    blanks = []
+    blanks: list[Blank] = []
     for lineno, col, text in _comments(source):
         m = _MARKER.fullmatch(text.strip()) or _MARKER.search(text)
         if not m or not text.lstrip("#").strip().startswith("BLANK"):
@@ -89,7 +89,7 @@ def _find_blanks(source: str) -> tuple[Blank, ...]:
             raise BlankError(f"solution.py line {lineno}: a blank must fit on one line")
         line = lines[lineno - 1]
         blanks.append(Blank(
-            index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset,
+            index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset or len(line),
             answer=line[node.col_offset:node.end_col_offset], target=target, comment_start=col,
         ))
     return _distinct_labels(tree, blanks)
@@ -103,7 +103,7 @@ def _distinct_labels(tree: ast.Module, blanks: list[Blank]) -> tuple[Blank, ...]
     counts = collections.Counter(b.target for b in blanks)
     if all(n == 1 for n in counts.values()):
         return tuple(blanks)
-    funcs = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+    funcs = [(n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
     def enclosing(line: int) -> str:

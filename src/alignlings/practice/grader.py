@@ -137,7 +137,7 @@ def _same_behaviour(a: dict[str, CaseResult], b: dict[str, CaseResult], names: l
         ra, rb = a[name], b[name]
         if (ra.error is None) != (rb.error is None):
             return False
-        if ra.error is not None:
+        if ra.error is not None and rb.error is not None:
             if ra.error.split(":")[0] != rb.error.split(":")[0]:
                 return False
             continue
@@ -371,7 +371,8 @@ class Grader:
             if len(fills) != len(blanks):
                 raise ValueError(f"fills: expected {len(blanks)} fills for {exercise.id}, got {len(fills)}")
             by_index = {b.index: (f.strip() or bl.PLACEHOLDER) for b, f in zip(blanks, fills)}
-            return Submission(code=bl.render(source, blanks, by_index), fills=by_index)
+            return Submission(code=bl.render(source, blanks, by_index), fills=dict(by_index))
+        assert code is not None  # exactly one of code and fills, checked above
         return Submission(code=code, fills=bl.extract_fills(code, source, blanks))
 
     # -- trusted values -----------------------------------------------------------------------
@@ -584,7 +585,7 @@ class Grader:
 
             annotate(exercise, trusted, learner, sub.code, verdict, lang, names)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
-        return verdict
+        return verdict  # type: ignore[return-value]  # built as a plain dict, the Verdict's JSON form
 
     def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str,
                        names: list[str], variant: int = 0) -> dict:

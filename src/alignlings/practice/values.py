@@ -244,13 +244,13 @@ def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, 
             return {"path": where, "reason": "type", "expected": type(expected).__name__, "got": _type_name(got)}
         if math.isnan(expected) and math.isnan(got) and equal_nan:
             return None
-        kind = _kind(np.array(float(expected)), np.array(float(got)), np.array(True))
+        what = _kind(np.array(float(expected)), np.array(float(got)), np.array(True))
         if math.isfinite(expected) and not math.isfinite(got):
-            return {"path": where, "reason": "nonfinite", "expected": expected, "got": _fmt(float(got)), **kind}
+            return {"path": where, "reason": "nonfinite", "expected": expected, "got": _fmt(float(got)), **what}
         if expected == got or math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
             return None
         return {"path": where, "reason": "value", "expected": _fmt(float(expected)), "got": _fmt(float(got)),
-                "max_abs_diff": _fmt(abs(float(got) - float(expected))), **kind}
+                "max_abs_diff": _fmt(abs(float(got) - float(expected))), **what}
     if isinstance(expected, ReprValue) or isinstance(got, ReprValue):
         return {"path": where, "reason": "type", "expected": _type_name(expected), "got": _type_name(got)}
     return None if expected == got else {"path": where, "reason": "value", "expected": _safe(expected),
