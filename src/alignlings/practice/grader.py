@@ -161,6 +161,17 @@ _BUILTIN_ERRORS = frozenset(name for name, obj in vars(builtins).items()
 _FRAME_LINE = re.compile(r"^\s*line (\d+):", re.M)
 
 
+def _syntax_error(code: str) -> str | None:
+    """None if ``code`` compiles, else "SyntaxError: <the parser's words>" (compiled, never run)."""
+    try:
+        compile(code, "exercise.py", "exec")
+    except SyntaxError as exc:
+        return f"{type(exc).__name__}: {exc.msg}"
+    except (ValueError, OverflowError, RecursionError, MemoryError) as exc:  # e.g. a null byte, deep nesting
+        return type(exc).__name__
+    return None
+
+
 def _splice_error(text: str, line: int | None, fill: str, lang: str) -> str:
     """What a splice's error may say: the exception's type if it is a built-in one (a class the
     fill defines could be named after anything), and the learner's own fill when the error was
@@ -169,7 +180,7 @@ def _splice_error(text: str, line: int | None, fill: str, lang: str) -> str:
     name = head if head in _BUILTIN_ERRORS else "Exception"
     lines = {int(n) for n in _FRAME_LINE.findall(text)}
     if line is not None and (line in lines or name in ("SyntaxError", "IndentationError", "TabError")):
-        return msg("raised_in_fill", lang, error=name, line=line, fill=fill.strip().splitlines()[0][:200])
+        return msg("raised_in_fill", lang, error=name, fill=fill.strip().splitlines()[0][:200])
     return msg("raised_after_fill", lang, error=name)
 
 
@@ -558,6 +569,10 @@ class Grader:
                 skipped[b.index] = True  # textually the reference: no need to run it alone
             else:
                 splices[b.index] = bl.splice(source, blanks, b.index, fill)
+        # a fill that does not parse is told here, from our own compile: no job, and the parser's
+        # words (which name the fill's tokens) instead of anything a job could have made up
+        syntax = {i: _syntax_error(code) for i, code in splices.items()}
+        splices = {i: code for i, code in splices.items() if syntax[i] is None}
         trusted = self.trusted(exercise, variant)
         blank_names = [m["name"] for m in trusted.blank_cases()]
         names = blank_names if quick else trusted.names
@@ -575,6 +590,8 @@ class Grader:
         blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant,
                                                 fill=sub.fills.get(i) or "", lang=lang, own=own)
                           for i, f in splice_futures.items()}
+        blank_verdicts.update({i: {"passed": False, "load_error": text, "misconception": None, "failed_case": None,
+                                   "error": None} for i, text in syntax.items() if text is not None})
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
         # a verdict never contradicts itself: every blank that was found must be right as well
         verdict["passed"] = bool(verdict["passed"]) and all(
