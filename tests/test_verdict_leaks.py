@@ -232,3 +232,15 @@ def test_a_splice_shows_its_numbers_when_the_learners_file_agrees(grader):
     fills[3] = "-F.logsigmoid(margin).mean() * 1.5"
     entry = grader.check("dpo-loss", fills=fills, run_main=False, variant=0)["blanks"][3]
     assert re.search(r"expected 0\.65898, got 0\.98847", entry["message"]), entry["message"]
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["per-check fork server", "cold bubblewrap"])
+def test_the_stack_leak_fails_on_the_cli_paths_too(fork_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path))
+    fills = ["_____"] * 4
+    fills[3] = STACK_LEAK
+    with Grader(PACK, fork_server=fork_server) as cli_grader:
+        verdict = cli_grader.check("dpo-loss", fills=fills, run_main=False, variant=0)
+    said = json.dumps(verdict)
+    assert not any(answer in said for answer in REFERENCE_ANSWERS[:3]), said
+    assert "ValueError in your fill: exec(" in verdict["blanks"][3]["message"], verdict["blanks"][3]["message"]
