@@ -152,6 +152,11 @@ def fold_variant(variant: int) -> int:
     return 0 if variant <= 0 else 1 + (variant - 1) % (MAX_VARIANTS - 1)
 
 
+def _ran_for(result: Any, exercise: Exercise) -> float:
+    """The seconds a job's cases had (set by ``Grader._run``), else the exercise's own timeout."""
+    return float(getattr(result, "case_seconds", exercise.timeout))
+
+
 def _seconds(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
@@ -426,7 +431,7 @@ class Grader:
             result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
                                exercise, trusted=True)
             if not result.ok and result.error_kind == "timeout":
-                result.error_message = msg("timed_out", "en", seconds=_seconds(self._limits(exercise, True)[1]))
+                result.error_message = msg("timed_out", "en", seconds=_seconds(_ran_for(result, exercise)))
             if not result.ok:
                 raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
                                    f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
@@ -611,7 +616,7 @@ class Grader:
         if not result.ok:
             message = result.error_message or ""
             if result.error_kind == "timeout":
-                message = msg("timed_out", lang, seconds=_seconds(self._limits(exercise)[1]))
+                message = msg("timed_out", lang, seconds=_seconds(_ran_for(result, exercise)))
             verdict["error"] = {"kind": result.error_kind or "crashed", "message": message}
             return verdict
         value = result.value
@@ -624,7 +629,7 @@ class Grader:
             text = str(value["load_error"])[:4000]
             if text.startswith(TIMED_OUT):
                 verdict["error"] = {"kind": "timeout", "message": msg("timed_out", lang,
-                                                                      seconds=_seconds(self._limits(exercise)[1]))}
+                                                                      seconds=_seconds(_ran_for(result, exercise)))}
             else:
                 verdict["error"] = {"kind": "exception", "message": text}
             return verdict
@@ -634,7 +639,7 @@ class Grader:
             return verdict
         verdict["_values"] = got  # for the splices' numbers (see _case_result); not part of the verdict
         judged = self._predicates(exercise, check, trusted, value["cases"], got, names, variant)
-        budget = _seconds(self._limits(exercise)[1])
+        budget = _seconds(_ran_for(result, exercise))
         for m in (m for m in trusted.meta if m["name"] in got):
             r = self._case_result(m, got[m["name"]], trusted.expected[m["name"]], judged.get(m["name"]))
             r["seconds"] = budget
@@ -698,6 +703,7 @@ class Grader:
         whether it was raised on the blank's own line, which is then shown as the learner's fill."""
         verdict: dict[str, Any] = {"passed": False, "load_error": None, "misconception": None,
                                    "failed_case": None, "error": None}
+        verdict["seconds"] = _seconds(_ran_for(result, exercise))
         if not result.ok:
             verdict["error"] = result.error_kind or "crashed"
             return verdict
@@ -721,7 +727,7 @@ class Grader:
             if not r["passed"]:
                 if r["error"] is not None and not (r.get("timed_out") or r.get("not_run")):
                     r["error"] = _splice_error(r["error"], line, fill, lang)
-                r["seconds"] = _seconds(self._limits(exercise)[1])
+                r["seconds"] = verdict["seconds"]
                 r["detail"] = None if r["detail"] is None else str(r["detail"])[:200]
                 verdict["failed_case"] = r
                 break
@@ -751,7 +757,7 @@ class Grader:
             elif skipped.get(b.index):
                 entry.update(passed=True, message=msg("correct", lang))
             elif res is not None and res["error"] == "timeout":
-                entry["message"] = msg("blank_timed_out", lang, seconds=_seconds(self._limits(exercise)[1]))
+                entry["message"] = msg("blank_timed_out", lang, seconds=res["seconds"])
             elif res is None or res["error"]:
                 reason = (res or {}).get("error") or (verdict["error"] or {}).get("kind", "error")
                 entry.update(passed=None, message=msg("not_checked", lang, reason=reason))
@@ -809,8 +815,11 @@ class Grader:
         payload = dict(payload, case_seconds=cases)
         server = self._warm or self._session_state.server
         if server is not None:
-            return server.run(target, payload, limits=limits)
-        return run_job(target, payload, limits=limits, isolation=self.isolation)
+            result = server.run(target, payload, limits=limits)
+        else:
+            result = run_job(target, payload, limits=limits, isolation=self.isolation)
+        result.case_seconds = cases  # the limit it ran under, for "timed out after N s"
+        return result
 
 
 def template_for(exercise: Exercise, lang: str = "en") -> str:
