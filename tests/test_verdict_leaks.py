@@ -244,3 +244,31 @@ def test_the_stack_leak_fails_on_the_cli_paths_too(fork_server, tmp_path, monkey
     said = json.dumps(verdict)
     assert not any(answer in said for answer in REFERENCE_ANSWERS[:3]), said
     assert "ValueError in your fill: exec(" in verdict["blanks"][3]["message"], verdict["blanks"][3]["message"]
+
+
+def _t(a, dtype="float32"):
+    import numpy as np
+
+    from alignlings.practice import values as V
+
+    return V.TensorValue(dtype, np.array(a, dtype=dtype))
+
+
+@pytest.mark.parametrize("expected, got, en, zh", [
+    (_t([1.0, 2.0, 3.0]), _t([2.0, 4.0, 6.0]), "too large by a constant factor (3 of 3 values differ)", "整体大了一个常数倍"),
+    (_t([1.0, 2.0, 3.0]), _t([-1.0, -2.0, -3.0]), "the sign is flipped", "符号相反"),
+    (_t([1.0, 2.0]), _t([1.0, float("nan")]), "NaN where the reference is finite (1 of 2 values differ)", "NaN"),
+    (_t(0.5), 0.52, "relative error 1–10%", "相对误差在 1%–10% 之间"),
+    (_t([True, False], "bool"), _t([True, True], "bool"), "the value differs (1 of 2 values differ)", "数值不同"),
+])
+def test_a_hidden_difference_is_told_in_words_only(expected, got, en, zh):
+    from alignlings.practice import values as V
+    from alignlings.practice.feedback import describe_case
+
+    diff = V.redact(V.compare(expected, got))
+    assert diff is not None and not {"expected", "got", "first", "max_abs_diff", "mean_abs_diff"} & set(diff)
+    result = {"name": "random batch", "passed": False, "diff": diff, "kind": "hidden"}
+    said_en, said_zh = describe_case(result, "en"), describe_case(result, "zh")
+    assert en in said_en and "not shown" in said_en
+    assert zh in said_zh and "不显示数值" in said_zh
+    assert not re.search(r"\d\.\d", said_en.replace("0.1%", "")), said_en

@@ -287,7 +287,7 @@ def _kind(e: np.ndarray, g: np.ndarray, bad: np.ndarray) -> dict[str, Any]:
     ``got_nan`` where a finite value came back as NaN rather than inf."""
     out: dict[str, Any] = {"count": int(np.count_nonzero(bad)), "size": int(e.size)}
     if e.dtype.kind not in "biuf" or g.dtype.kind not in "biuf" or e.dtype.kind == "b":
-        return out | {"kind": "error", "band": len(BANDS)}
+        return out | {"kind": "error"}  # true/false values: no size to a difference, only a count
     e64, g64 = e.astype(np.float64).ravel(), g.astype(np.float64).ravel()
     badv = np.broadcast_to(bad, e.shape).ravel()
     finite = np.isfinite(e64) & np.isfinite(g64)
