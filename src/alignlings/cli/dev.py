@@ -59,7 +59,7 @@ def dev_check(pack: PackOption = None) -> None:
                 problems, checked = [], []
                 try:
                     report = check_exercise(ex, grader)  # every problem as FILE:LINE: message
-                    problems += report.problems
+                    problems += [p if p.startswith(f"{ex.path}/") else f"{ex.path}: {p}" for p in report.problems]
                     checked = report.checked
                     if ex.is_code:
                         problems += [str(p) for p in packlint.check_determinism(ex, grader)]

@@ -63,7 +63,7 @@ def _find_blanks(source: str) -> tuple[Blank, ...]:
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt):
             statements.setdefault(node.lineno, node)
-    blanks = []
+    blanks: list[Blank] = []
     for lineno, col, text in _comments(source):
         m = _MARKER.fullmatch(text.strip()) or _MARKER.search(text)
         if not m or not text.lstrip("#").strip().startswith("BLANK"):
@@ -89,7 +89,7 @@ def _find_blanks(source: str) -> tuple[Blank, ...]:
             raise BlankError(f"solution.py line {lineno}: a blank must fit on one line")
         line = lines[lineno - 1]
         blanks.append(Blank(
-            index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset,
+            index=len(blanks) + 1, line=lineno, start=node.col_offset, end=node.end_col_offset or len(line),
             answer=line[node.col_offset:node.end_col_offset], target=target, comment_start=col,
         ))
     return _distinct_labels(tree, blanks)
@@ -103,7 +103,7 @@ def _distinct_labels(tree: ast.Module, blanks: list[Blank]) -> tuple[Blank, ...]
     counts = collections.Counter(b.target for b in blanks)
     if all(n == 1 for n in counts.values()):
         return tuple(blanks)
-    funcs = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+    funcs = [(n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
     def enclosing(line: int) -> str:
@@ -181,10 +181,12 @@ def splice(source: str, blanks: list[Blank], index: int, fill: str) -> str:
 def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, str | None]:
     """Recover each blank's fill from a learner's file derived from the template.
 
-    The template's code lines (comments and empty lines ignored) are aligned with the learner's
-    with difflib; a blank's line is found among the learner lines that replaced it, keeping the
-    code around the blank. The fill is the text in between (``_____`` if left empty). None where
-    the blank cannot be found (the learner rewrote the line or defines the names another way).
+    The template's code lines (comments, docstrings and the text of multi-line strings ignored, so a
+    docstring that repeats a blank's line is never taken for it) are aligned with the learner's with
+    difflib. Where only blank lines changed, a blank's line is the learner line that replaced it
+    (line for line), or the one learner line that keeps the code around the blank; the fill is the
+    text in between (``_____`` if left empty). None where the blank cannot be found with certainty:
+    the code around it changed too (the learner rewrote it), or several lines could be it.
     """
     tmpl_lines = render(source, blanks).splitlines()
     blank_at = {b.line - 1: b for b in blanks}  # template line index -> blank (render keeps line numbers)
@@ -197,41 +199,95 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
     matcher = difflib.SequenceMatcher(None, [c for _, c in sig_t], [c for _, c in sig_l], autojunk=False)
     fills: dict[int, str | None] = {b.index: None for b in blanks}
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        for k in range(i1, i2):
-            b = blank_at.get(sig_t[k][0])
-            if b is None:
-                continue
-            if op == "equal":
-                fills[b.index] = PLACEHOLDER
+        block = [blank_at.get(sig_t[k][0]) for k in range(i1, i2)]
+        if op == "equal":
+            for b in block:
+                if b is not None:
+                    fills[b.index] = PLACEHOLDER
+            continue
+        if op != "replace" or None in block:
+            continue  # code around the blank changed too: the learner rewrote it, the whole file decides
+        candidates = [sig_l[j][1] for j in range(j1, j2)]
+        same_size = i2 - i1 == j2 - j1
+        for offset, b in enumerate(block):
+            assert b is not None
+            if b.target == "statement":
+                if same_size:
+                    fills[b.index] = candidates[offset]
                 continue
             code = _strip_marker(src_lines[b.line - 1], b).strip()
             before = code[: code.index(b.answer)].strip() if b.answer in code else ""
             after = code[code.index(b.answer) + len(b.answer):].strip() if b.answer in code else ""
-            candidates = [sig_l[j][1] for j in range(j1, j2)]
-            if b.target == "statement":
-                offset = k - i1
-                if op == "replace" and i2 - i1 == j2 - j1:
-                    fills[b.index] = candidates[offset]
-                continue
-            for text in candidates:
-                if text.startswith(before) and text.endswith(after) and len(text) > len(before) + len(after):
-                    fills[b.index] = text[len(before): len(text) - len(after)].strip()
-                    break
+
+            def fits(text: str, before=before, after=after) -> bool:
+                return text.startswith(before) and text.endswith(after) and len(text) > len(before) + len(after)
+
+            # line for line where the block kept its size, else the one line that fits the blank's code
+            found = [candidates[offset]] if same_size else [t for t in candidates if fits(t)]
+            if len(found) == 1 and fits(found[0]):
+                fills[b.index] = found[0][len(before): len(found[0]) - len(after)].strip()
     return fills
 
 
 def _code_lines(text: str) -> list[str]:
-    """The text's lines without their comments: one tokenizer pass, per line if the file does not tokenize."""
+    """The text's lines as code only: comments removed, and strings that are not part of an
+    expression (docstrings, string statements) and the inner lines of multi-line strings blanked, so
+    a docstring or comment that repeats a blank's line is never taken for the fill. One tokenizer
+    pass; per line (comments only) if the file does not tokenize."""
     lines = text.splitlines()
     try:
         out = list(lines)
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                row, col = tok.start
-                out[row - 1] = out[row - 1][:col].rstrip()
-        return out
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return [_strip_comment(line) for line in lines]
+    starts_line = True  # the next token begins a logical line
+    edits = []  # (kind, start, end), applied last first so earlier columns stay valid
+    for k, tok in enumerate(tokens):
+        if tok.type == tokenize.COMMENT:
+            edits.append(("comment", tok.start, tok.end))
+        elif tok.type in _STRING_TYPES:
+            following = next((t for t in tokens[k + 1:] if t.type not in (tokenize.COMMENT, tokenize.NL)), None)
+            standalone = starts_line and following is not None and following.type in (
+                tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.DEDENT)
+            end = _string_end(tokens, k)
+            if standalone or end[0] > tok.start[0]:
+                edits.append(("docstring" if standalone else "string", tok.start, end))
+        if tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            starts_line = True
+        elif tok.type not in (tokenize.NL, tokenize.COMMENT):
+            starts_line = False
+    for kind, (r1, c1), (r2, c2) in reversed(edits):
+        if kind == "comment":
+            out[r1 - 1] = out[r1 - 1][:c1].rstrip()
+            continue
+        # a docstring or bare string statement leaves no code; a string inside code stays as ""
+        keep = "" if kind == "docstring" else '""'
+        if r1 == r2:
+            out[r1 - 1] = (out[r1 - 1][:c1] + keep + out[r1 - 1][c2:]).rstrip()
+            continue
+        out[r1 - 1] = (out[r1 - 1][:c1] + keep).rstrip()
+        for r in range(r1 + 1, r2):
+            out[r - 1] = ""
+        out[r2 - 1] = out[r2 - 1][c2:]
+    return out
+
+
+_STRING_TYPES = {tokenize.STRING} | ({tokenize.FSTRING_START} if hasattr(tokenize, "FSTRING_START") else set())
+
+
+def _string_end(tokens: list, k: int) -> tuple[int, int]:
+    """Where the string starting at ``tokens[k]`` ends (an f-string spans tokens on Python 3.12+)."""
+    if tokens[k].type == tokenize.STRING:
+        return tokens[k].end
+    depth = 0
+    for tok in tokens[k:]:
+        if tok.type == getattr(tokenize, "FSTRING_START", -1):
+            depth += 1
+        elif tok.type == getattr(tokenize, "FSTRING_END", -1):
+            depth -= 1
+            if depth == 0:
+                return tok.end
+    return tokens[k].end
 
 
 def _strip_comment(line: str) -> str:

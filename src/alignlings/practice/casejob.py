@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import signal
 import sys
 import traceback
 import types
@@ -36,10 +37,17 @@ class _CappedIO(io.StringIO):
         return len(s)
 
 
+_SOURCES: dict[str, list[str]] = {}  # file name -> the lines of the source last loaded under it
+
+
 def _tail(exc: BaseException, filename: str = "exercise.py", limit: int = 6) -> str:
-    """The traceback lines that point into the module's file, plus the error itself."""
+    """The traceback lines that point into the module's file (``line N: text``), plus the error."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
-    lines = [f"  line {f.lineno}: {f.line}" for f in frames[-limit:] if f.line]
+    source = _SOURCES.get(filename) or []
+    lines = []
+    for f in frames[-limit:]:
+        text = f.line or (source[f.lineno - 1].strip() if f.lineno and 0 < f.lineno <= len(source) else "")
+        lines.append(f"  line {f.lineno}: {text}".rstrip())
     head = f"{type(exc).__name__}: {exc}"
     return "\n".join([head, *lines]) if lines else head
 
@@ -47,6 +55,7 @@ def _tail(exc: BaseException, filename: str = "exercise.py", limit: int = 6) -> 
 def load_module(code: str, name: str = "exercise", *, main: bool = False) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = "exercise.py"
+    _SOURCES["exercise.py"] = code.splitlines()
     if main:
         module.__name__ = "__main__"
     exec(compile(code, "exercise.py", "exec"), module.__dict__)  # noqa: S102 - this is the sandbox
@@ -61,20 +70,64 @@ def load_cases(check_source: str, variant: int = 0) -> list:
     checks.VARIANT = int(variant)
     module = types.ModuleType("_alignlings_check")
     module.__file__ = "check.py"
+    _SOURCES["check.py"] = check_source.splitlines()
     exec(compile(check_source, "check.py", "exec"), module.__dict__)  # noqa: S102 - pack code
     return list(module.cases())
 
 
 def case_meta(case) -> dict:
     return {"name": case.name, "kind": case.kind, "note": dict(case.note or {}), "label": dict(case.label or {}),
-            "rtol": case.rtol, "atol": case.atol, "scope": case.scope, "predicate": case.expect is not None}
+            "rtol": case.rtol, "atol": case.atol, "scope": case.scope, "predicate": case.expect is not None,
+            "tensor": bool(getattr(case, "tensor", False))}
+
+
+TIMED_OUT = "CaseTimeout"
+"""The error a case reports when the job's time for its cases ran out while it ran; the cases after
+it report ``NOT_RUN``. The grader words both ("timed out after N s")."""
+NOT_RUN = "CaseNotRun"
+
+
+class _OutOfTime(BaseException):  # not an Exception: code that catches Exception does not swallow it
+    pass
+
+
+class _Clock:
+    """The time the cases of one job may use together (``case_seconds``), as a real-time alarm in
+    this process: a case still running when it rings stops with ``TIMED_OUT``, so the verdict names
+    the case that ran out of time instead of the supervisor killing the whole job without a word."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.rang = False
+
+    def __enter__(self):
+        if self.seconds:
+            def ring(signum, frame):
+                self.rang = True
+                raise _OutOfTime()
+
+            signal.signal(signal.SIGALRM, ring)
+            signal.setitimer(signal.ITIMER_REAL, float(self.seconds))
+        return self
+
+    def __exit__(self, *exc):
+        if self.seconds:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return False
+
+
+_clock = _Clock(None)
 
 
 def _run_one(case, module) -> dict:
+    if _clock.rang:
+        return {"error": f"{NOT_RUN}: the time for the cases ran out before this one"}
     try:
         with contextlib.redirect_stdout(_CappedIO()):
             value = case.run(module)
         return {"value": values.encode(value)}
+    except _OutOfTime:
+        return {"error": f"{TIMED_OUT}: timed out after {_clock.seconds:g} s"}
     except Exception as exc:  # noqa: BLE001 - module code may raise anything
         return {"error": _tail(exc)}
 
@@ -83,11 +136,55 @@ def _evaluate(cases: list, code: str) -> dict:
     try:
         with contextlib.redirect_stdout(_CappedIO()):
             module = load_module(code)
+    except _OutOfTime:
+        return {"load_error": f"{TIMED_OUT}: timed out after {_clock.seconds:g} s", "cases": {}}
     except BaseException as exc:  # noqa: BLE001 - SyntaxError, NameError at import, SystemExit...
         if isinstance(exc, KeyboardInterrupt):
             raise
         return {"load_error": _tail(exc), "cases": {}}
     return {"load_error": None, "cases": {c.name: _run_one(c, module) for c in cases}}
+
+
+def _timed(payload: dict) -> _Clock:
+    global _clock
+    _clock = _Clock(payload.get("case_seconds"))
+    return _clock
+
+
+def perturb(value: Any, how: int = 0) -> Any:
+    """A wrong value of the same type as ``value`` (``dev check``: is this blank graded at all?).
+    ``how`` 0 keeps the order of numbers (floats scaled and shifted, ints + 1), 1 reverses it
+    (floats x -> 0.5 - 0.73 x, ints - 1), so a blank that only an argmax or a sort reads is caught by
+    one of the two. Bools are negated, strings extended, containers perturbed element by element, a
+    module's parameters changed in a copy; anything else raises TypeError (a case that reaches the
+    blank then fails, which still proves it is run)."""
+    import copy
+
+    a, b = (1.37, 0.11) if how == 0 else (-0.73, 0.5)
+    torch = sys.modules.get("torch")
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + (1 if how == 0 else -1)
+    if isinstance(value, float):
+        return value * a + b
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool:
+            return ~value
+        if value.is_floating_point() or value.is_complex():
+            return value * a + b
+        return value + (1 if how == 0 else -1)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(perturb(v, how) for v in value)
+    if isinstance(value, str):
+        return value + "_"
+    if torch is not None and isinstance(value, torch.nn.Module) and any(True for _ in value.parameters()):
+        other = copy.deepcopy(value)
+        with torch.no_grad():
+            for p in other.parameters():
+                p.mul_(a).add_(b)
+        return other
+    raise TypeError(f"dev check cannot perturb a {type(value).__name__}")
 
 
 def _select(cases: list, names: list[str] | None) -> list:
@@ -101,18 +198,21 @@ def run_cases(payload: dict) -> dict:
     """payload: ``check`` (check.py source), ``code`` (the module), ``cases`` (names to run, or None
     for all), ``run_main`` (also run the file as __main__ and capture what it prints)."""
     cases = _select(load_cases(payload["check"], payload.get("variant", 0)), payload.get("cases"))
-    out = _evaluate(cases, payload["code"])
-    out["stdout"] = None
-    if payload.get("run_main") and out["load_error"] is None:
-        buf = _CappedIO()
-        try:
-            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-                load_module(payload["code"], main=True)
-        except BaseException as exc:  # noqa: BLE001
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            buf.write("\n" + _tail(exc))
-        out["stdout"] = buf.getvalue()
+    with _timed(payload) as clock:
+        out = _evaluate(cases, payload["code"])
+        out["stdout"] = None
+        if payload.get("run_main") and out["load_error"] is None and not clock.rang:
+            buf = _CappedIO()
+            try:
+                with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                    load_module(payload["code"], main=True)
+            except _OutOfTime:
+                buf.write(f"\n(timed out after {clock.seconds:g} s)")
+            except BaseException as exc:  # noqa: BLE001
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                buf.write("\n" + _tail(exc))
+            out["stdout"] = buf.getvalue()
     sys.stdout.flush()
     return out
 
@@ -122,9 +222,11 @@ def run_trusted(payload: dict) -> dict:
     ``cases`` {key: names or None}. Returns the cases' metadata and each variant's values."""
     cases = load_cases(payload["check"], payload.get("variant", 0))
     names = payload.get("cases") or {}
-    return {"meta": [case_meta(c) for c in cases],
-            "variants": {key: _evaluate(_select(cases, names.get(key)), code)
-                         for key, code in payload["variants"].items()}}
+    out = {}
+    for key, code in payload["variants"].items():
+        with _timed(payload):  # each variant gets the time of one run
+            out[key] = _evaluate(_select(cases, names.get(key)), code)
+    return {"meta": [case_meta(c) for c in cases], "variants": out}
 
 
 def judge_predicates(payload: dict) -> dict:

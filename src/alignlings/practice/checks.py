@@ -13,6 +13,11 @@ from typing import Any
 
 KINDS = ("visible", "hidden", "edge")
 
+MAX_VARIANTS = 4
+"""How many draws of random inputs an exercise has (variant 0, the exercise's own, and 1..3): a
+grader caches the reference's values per draw, so the number is bounded; a larger variant asked for
+folds back into 1..MAX_VARIANTS-1 (``Grader.check``)."""
+
 VARIANT = 0
 """Which draw of random inputs the cases make: 0 for the exercise's own cases; another number when a
 review re-tests a misconception on fresh inputs. The grading job sets it before ``cases()`` runs,
@@ -38,6 +43,7 @@ class Case:
     expect: Callable[[Any], tuple[bool, str]] | None = None  # judge the value itself, not vs the reference
     scope: str = "all"  # "all": also for per-blank splices; "full": only the learner's whole file
     label: dict[str, str] = field(default_factory=dict)  # the case's name per language (zh); default ``name``
+    tensor: bool = False  # the statement asks for a tensor: a Python number (``.item()``) is not accepted
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -1,7 +1,9 @@
 """Proofs a pack must pass (``alignlings dev check`` and CI): every template fails as shipped,
-every reference solution passes, every misconception is rejected on its own blank with its own
-feedback, every listed equivalent right answer passes, and every exercise has all its texts in both
-languages (per-blank hints, where given, from a nudge to the answer: at least two per blank).
+every reference solution passes, every case is reproducible (two runs of the reference agree), every
+blank is graded (a wrong value of the same type in it fails a case), every misconception is rejected
+on its own blank with its own feedback, every listed equivalent right answer passes, and every
+exercise has all its texts in both languages (per-blank hints, where given, from a nudge to the
+answer: at least two per blank).
 
 Every problem names the file at fault and a line in it (``FILE:LINE: message``, :func:`locate`): a
 misconception's problems its ``id`` line in misconceptions.toml, a text's problems its key in
@@ -103,19 +105,29 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     from alignlings.practice.grader import template_for
 
     blanks = bl.find_blanks(ex.solution_source)
-    ref = grader.check(ex.key, fills=[b.answer for b in blanks], run_main=False)
+    unreproducible = grader.reference_reproducible(ex)
+    for name in unreproducible:
+        report.problems.append(f"case {name!r} is unreproducible: its values change between two runs of the "
+                               "reference (seed its random inputs, e.g. torch.Generator().manual_seed(...))")
+    report.checked.append("cases reproducible")
+    ref = grader.check(ex.key, fills=[b.answer for b in blanks], run_main=False, variant=0)
     if not ref["passed"]:
         failing = [c["message"] for c in ref["cases"] if not c["passed"]] or [str(ref["error"])]
         report.problems.append(f"the reference solution fails: {failing[0]}")
     report.checked.append("reference passes")
     for lang in LANGS:
-        tmpl = grader.check(ex.key, template_for(ex, lang), lang=lang, run_main=False, quick=True)
+        tmpl = grader.check(ex.key, template_for(ex, lang), lang=lang, run_main=False, quick=True, variant=0)
         if tmpl["passed"]:
             report.problems.append(f"the {lang} template passes as shipped")
     report.checked.append("templates fail")
+    report.problems += check_blanks_graded(ex, grader, blanks)
+    report.checked.append("every blank graded")
+    if unreproducible:  # behaviour cannot be matched on a case that changes: say so once, not per mistake
+        report.problems.append(f"{len(ex.misconceptions)} misconceptions not proven until every case is reproducible")
+        return report
     for m in ex.misconceptions:
         fills = [m.fill if b.index == m.blank else b.answer for b in blanks]
-        v = grader.check(ex.key, fills=fills, run_main=False, quick=True)  # per-blank cases decide
+        v = grader.check(ex.key, fills=fills, run_main=False, quick=True, variant=0)  # per-blank cases decide
         entry = next((b for b in v["blanks"] if b["index"] == m.blank), None)
         if v["passed"]:
             report.problems.append(f"misconception {m.id} (blank {m.blank}) is accepted")
@@ -235,6 +247,44 @@ def _nth_line(path: Path, pattern: str, n: int) -> int:
     return line
 
 
+PERTURB = '__import__("alignlings.practice.casejob", fromlist=["perturb"]).perturb({}, {})'
+
+
+def wrong_fills(blank: bl.Blank) -> list[str]:
+    """Wrong values of the same type for ``blank``: its answer through ``casejob.perturb``, once
+    keeping the order of its numbers and once reversing it (scaled and shifted, ints moved by one,
+    bools negated, a module's parameters changed), or ``pass`` for a whole-statement blank (the
+    statement left out)."""
+    if blank.target == "statement":
+        return ["pass"]
+    return [PERTURB.format(blank.answer, how) for how in (0, 1)]
+
+
+def check_blanks_graded(ex: Exercise, grader, blanks) -> list[str]:
+    """``FILE:LINE: blank N is never graded`` for each blank whose wrong values (``wrong_fills``)
+    all still pass every case: the per-blank cases first (one job per wrong value, in parallel),
+    then, for the blanks they miss, the whole-file cases too."""
+    source = ex.solution_source
+    mutants = {f"{b.index}/{k}": bl.splice(source, blanks, b.index, fill)
+               for b in blanks for k, fill in enumerate(wrong_fills(b))}
+    if not mutants:
+        return []
+    alike = grader.behaves_like_reference(ex.key, mutants)
+    problems = []
+    for b in blanks:
+        keys = [key for key in mutants if key.split("/")[0] == str(b.index)]
+        if not all(alike.get(key) for key in keys):
+            continue
+        graded = False
+        for key in keys:
+            v = grader.check(ex.key, mutants[key], run_main=False, variant=0)
+            graded = graded or bool(v["error"]) or not all(c["passed"] for c in v["cases"]) or not v["cases"]
+        if not graded:
+            problems.append(f"{ex.path / 'solution.py'}:{b.line}: blank {b.index} is never graded "
+                            f"(with a wrong value in it, every case still passes)")
+    return problems
+
+
 def _blank_hints(ex: Exercise, lang: str) -> tuple:
     try:
         return ex.texts(lang).blank_hints
@@ -258,7 +308,7 @@ def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:
     for k in range(max(map(len, by_blank.values()), default=0)):
         round_ = {i: fills[k] for i, fills in by_blank.items() if k < len(fills)}
         fills = [round_.get(b.index, b.answer) for b in blanks]
-        v = grader.check(ex.key, fills=fills, run_main=False, quick=True)
+        v = grader.check(ex.key, fills=fills, run_main=False, quick=True, variant=0)
         for b in v["blanks"]:
             if b["index"] in round_ and b["passed"] is not True:
                 problems.append(f"equivalent {round_[b['index']]!r} (blank {b['index']}) is rejected: "

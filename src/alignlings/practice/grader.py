@@ -28,10 +28,15 @@ and of the web API:
 from __future__ import annotations
 
 import ast
+import builtins
+import collections
 import contextlib
 import hashlib
 import json
+import math
 import os
+import random
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +46,8 @@ from typing import Any
 
 from alignlings.practice import blanks as bl
 from alignlings.practice import values as vals
+from alignlings.practice.casejob import NOT_RUN, TIMED_OUT
+from alignlings.practice.checks import MAX_VARIANTS
 from alignlings.practice.feedback import describe_case, msg
 from alignlings.practice.pack import Exercise, Pack, PackError, load_pack
 from alignlings.practice.verdict import Verdict
@@ -49,6 +56,14 @@ RUN_CASES = "alignlings.practice.casejob:run_cases"
 RUN_TRUSTED = "alignlings.practice.casejob:run_trusted"
 JUDGE_PREDICATES = "alignlings.practice.casejob:judge_predicates"
 CACHE_FORMAT = 1
+MEMORY_CACHE = 64
+"""Trusted runs (an exercise's reference values for one draw of inputs) kept in memory, least
+recently used first out."""
+DISK_CACHE = 256
+"""Files of reference values kept on disk (in the cache folder); the oldest go first, and a file of
+an older pack version goes as soon as the same exercise's new one is written."""
+__all__ = ["DISK_CACHE", "MAX_VARIANTS", "MEMORY_CACHE", "Grader", "GradingError", "Submission", "TrustedRun",
+           "machine_slowness", "solution_for", "template_for"]
 
 
 def _same_code(a: str, b: str) -> bool:
@@ -115,19 +130,158 @@ def _decode_cases(raw: Any, names: list[str]) -> tuple[dict[str, CaseResult], st
     return out, None
 
 
-def _same_behaviour(a: dict[str, CaseResult], b: dict[str, CaseResult], names: list[str]) -> bool:
+def _same_behaviour(a: dict[str, CaseResult], b: dict[str, CaseResult], names: list[str], *,
+                    rtol: float = 1e-4, atol: float = 1e-5) -> bool:
     """Two modules behave alike when every case errors alike or returns matching values."""
     for name in names:
         ra, rb = a[name], b[name]
         if (ra.error is None) != (rb.error is None):
             return False
-        if ra.error is not None:
+        if ra.error is not None and rb.error is not None:
             if ra.error.split(":")[0] != rb.error.split(":")[0]:
                 return False
             continue
-        if vals.compare(rb.value, ra.value, rtol=1e-4, atol=1e-5, equal_nan=True) is not None:
+        if vals.compare(rb.value, ra.value, rtol=rtol, atol=atol, equal_nan=True) is not None:
             return False
     return True
+
+
+def fold_variant(variant: int) -> int:
+    """``variant`` within the ``MAX_VARIANTS`` draws an exercise has: 0 stays 0 (the exercise's own
+    inputs), any other folds into 1..MAX_VARIANTS-1, so reference values stay few and cached."""
+    return 0 if variant <= 0 else 1 + (variant - 1) % (MAX_VARIANTS - 1)
+
+
+def _ran_for(result: Any, exercise: Exercise) -> float:
+    """The seconds a job's cases had (set by ``Grader._run``), else the exercise's own timeout."""
+    return float(getattr(result, "case_seconds", exercise.timeout))
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+_BUILTIN_ERRORS = frozenset(name for name, obj in vars(builtins).items()
+                            if isinstance(obj, type) and issubclass(obj, BaseException))
+_FRAME_LINE = re.compile(r"^\s*line (\d+):", re.M)
+
+
+def _syntax_error(code: str) -> str | None:
+    """None if ``code`` compiles, else "SyntaxError: <the parser's words>" (compiled, never run)."""
+    try:
+        compile(code, "exercise.py", "exec")
+    except SyntaxError as exc:
+        return f"{type(exc).__name__}: {exc.msg}"
+    except (ValueError, OverflowError, RecursionError, MemoryError) as exc:  # e.g. a null byte, deep nesting
+        return type(exc).__name__
+    return None
+
+
+def _splice_error(text: str, line: int | None, fill: str, lang: str) -> str:
+    """What a splice's error may say: the exception's type if it is a built-in one (a class the
+    fill defines could be named after anything), and the learner's own fill when the error was
+    raised on the blank's line; never the message or a line of the reference around it."""
+    head = text.split(":", 1)[0].strip()
+    name = head if head in _BUILTIN_ERRORS else "Exception"
+    lines = {int(n) for n in _FRAME_LINE.findall(text)}
+    if line is not None and (line in lines or name in ("SyntaxError", "IndentationError", "TabError")):
+        return msg("raised_in_fill", lang, error=name, fill=fill.strip().splitlines()[0][:200])
+    return msg("raised_after_fill", lang, error=name)
+
+
+_SPEED_WORK_S = 0.03  # the calibration below on an ordinary 2023 server core, unloaded (0.02 s on a fast one)
+_speed: float | None = None
+
+
+def _calibrate() -> float:
+    """Seconds a fixed mix of Python and numpy work takes here (the best of three)."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((160, 160))
+    best = math.inf
+    for _ in range(3):
+        t = time.perf_counter()
+        x = 0
+        for i in range(150_000):
+            x += i * i % 7
+        for _ in range(10):
+            a = np.tanh(a @ a / 160.0)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def machine_speed() -> float:
+    """How many times slower than an ordinary laptop core this machine runs (at least 1, at most 4),
+    from a quick calibration cached for a day in the cache folder."""
+    global _speed
+    if _speed is not None:
+        return _speed
+    path = _cache_dir().parent / "speed.json"
+    seconds = None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if time.time() - float(data["when"]) < 86400 and data.get("cpus") == os.cpu_count():
+            seconds = float(data["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if seconds is None:
+        seconds = _calibrate()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"seconds": seconds, "when": time.time(), "cpus": os.cpu_count()}))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    _speed = min(4.0, max(1.0, seconds / _SPEED_WORK_S))
+    return _speed
+
+
+def machine_load() -> float:
+    """How many runnable tasks share each CPU now (at least 1, at most 8): the larger of the
+    one-minute load average and the tasks running this instant, per CPU."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    load = 0.0
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            fields = f.read().split()
+        load = max(float(fields[0]), float(fields[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        with contextlib.suppress(OSError, AttributeError):
+            load = os.getloadavg()[0]
+    return min(8.0, max(1.0, load / cpus))
+
+
+def machine_slowness() -> float:
+    """The factor an exercise's time limit is scaled by: this machine's speed times its load."""
+    return machine_speed() * machine_load()
+
+
+def _evict(written: Path, key: str) -> None:
+    """After writing ``written``: remove the same exercise's files of other pack versions, then the
+    oldest files while more than DISK_CACHE remain."""
+    folder = written.parent
+    stem = written.name[: -len(f"-{key}.json")]
+    pattern = re.compile(re.escape(stem) + r"-([0-9a-f]{24})(-v\d+)?\.json")
+    fingerprint = key.split("-v")[0]
+    try:
+        files = [p for p in folder.iterdir() if p.suffix == ".json"]
+        for p in files:
+            m = pattern.fullmatch(p.name)
+            if m and m.group(1) != fingerprint:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+        files = [p for p in files if p.exists()]
+        if len(files) > DISK_CACHE:
+            files.sort(key=lambda p: p.stat().st_mtime)
+            for p in files[: len(files) - DISK_CACHE]:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+    except OSError:
+        pass
 
 
 def _cache_dir() -> Path:
@@ -167,11 +321,14 @@ class Grader:
     (watch mode, the web app); otherwise each check starts fresh sandboxed processes."""
 
     def __init__(self, pack: Pack | None = None, *, warm: bool = False, isolation: str = "auto",
-                 cache: bool = True, fork_server: bool = True):
+                 cache: bool = True, fork_server: bool = True, fresh_inputs: bool = True):
         """``warm``: keep a fork server for the grader's life (watch mode, the web app); otherwise
         each check starts one for its own jobs, or, with ``fork_server=False``, a fresh interpreter
         per job (under bubblewrap). ``isolation``: one of ``sandbox.ISOLATION_MODES``. ``cache``:
-        keep the reference's values on disk per exercise and pack version."""
+        keep the reference's values on disk per exercise and pack version. ``fresh_inputs``: a check
+        that names no ``variant`` draws one of ``MAX_VARIANTS`` input draws at random where the
+        exercise's cases have fresh inputs (``checks.fresh``), so hidden values cannot be collected
+        check by check."""
         from alignlings.practice.sandbox.limits import ISOLATION_MODES
 
         if isolation not in ISOLATION_MODES:
@@ -182,7 +339,9 @@ class Grader:
         self._cache = cache
         self._warm = None
         self._lock = threading.Lock()
-        self._trusted: dict[tuple[str, int], tuple[str, TrustedRun]] = {}  # (id, variant) -> (key, run)
+        # (id, variant) -> (key, run), least recently used first
+        self._trusted: collections.OrderedDict[tuple[str, int], tuple[str, TrustedRun]] = collections.OrderedDict()
+        self.fresh_inputs = fresh_inputs
         # one computation per (id, variant) at a time: a check that arrives while the web app's
         # background warm-up computes the same values waits for them instead of computing them twice
         self._computing: dict[tuple[str, int], threading.Lock] = {}
@@ -231,7 +390,8 @@ class Grader:
             if len(fills) != len(blanks):
                 raise ValueError(f"fills: expected {len(blanks)} fills for {exercise.id}, got {len(fills)}")
             by_index = {b.index: (f.strip() or bl.PLACEHOLDER) for b, f in zip(blanks, fills)}
-            return Submission(code=bl.render(source, blanks, by_index), fills=by_index)
+            return Submission(code=bl.render(source, blanks, by_index), fills=dict(by_index))
+        assert code is not None  # exactly one of code and fills, checked above
         return Submission(code=code, fills=bl.extract_fills(code, source, blanks))
 
     # -- trusted values -----------------------------------------------------------------------
@@ -253,17 +413,20 @@ class Grader:
     def trusted(self, exercise: Exercise, variant: int = 0) -> TrustedRun:
         """The reference's values and the misconceptions' behaviour (pack code only), computed once
         per exercise and pack version in a sandboxed job, cached in memory and on disk."""
+        variant = fold_variant(variant)
         check = self._check_source(exercise)
         key = self._fingerprint(exercise, check) + (f"-v{variant}" if variant else "")
         with self._lock:
             hit = self._trusted.get((exercise.id, variant))
             if hit and hit[0] == key:
+                self._trusted.move_to_end((exercise.id, variant))
                 return hit[1]
             computing = self._computing.setdefault((exercise.id, variant), threading.Lock())
         with computing:
             with self._lock:
                 hit = self._trusted.get((exercise.id, variant))
                 if hit and hit[0] == key:
+                    self._trusted.move_to_end((exercise.id, variant))
                     return hit[1]
             return self._compute_trusted(exercise, variant, check, key)
 
@@ -280,6 +443,8 @@ class Grader:
                 variants.update(trusted_variants(exercise))
             result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
                                exercise, trusted=True)
+            if not result.ok and result.error_kind == "timeout":
+                result.error_message = msg("timed_out", "en", seconds=_seconds(_ran_for(result, exercise)))
             if not result.ok:
                 raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
                                    f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
@@ -290,7 +455,29 @@ class Grader:
             run = self._parse_trusted(exercise, raw)
         with self._lock:
             self._trusted[(exercise.id, variant)] = (key, run)
+            self._trusted.move_to_end((exercise.id, variant))
+            while len(self._trusted) > MEMORY_CACHE:
+                self._trusted.popitem(last=False)
         return run
+
+    def reference_reproducible(self, exercise: Exercise) -> list[str]:
+        """The names of the cases whose reference values change between two runs of the reference in
+        one process (an unseeded random input, say): such a case cannot grade anyone. Uncached."""
+        check = self._check_source(exercise)
+        ref = bl.reference(exercise.solution_source, self.blanks(exercise))
+        result = self._run(RUN_TRUSTED, {"check": check, "variants": {"first": ref, "again": ref}, "cases": {}},
+                           exercise, trusted=True)
+        if not result.ok:
+            raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
+                               f"{result.error_message or ''}")
+        names = [m["name"] for m in result.value["meta"]]
+        runs = []
+        for key in ("first", "again"):
+            decoded, problem = _decode_cases(result.value["variants"][key]["cases"], names)
+            if problem:
+                raise GradingError(f"{exercise.id}: {problem}")
+            runs.append(decoded)
+        return [n for n in names if not _same_behaviour(runs[0], runs[1], [n], rtol=1e-6, atol=1e-7)]
 
     def _parse_trusted(self, exercise: Exercise, raw: dict) -> TrustedRun:
         meta = raw["meta"]
@@ -343,22 +530,29 @@ class Grader:
             tmp.write_text(json.dumps(raw), encoding="utf-8")
             os.replace(tmp, path)
         except OSError:
-            pass  # a read-only home only costs a recomputation next time
+            return  # a read-only home only costs a recomputation next time
+        _evict(path, key)
 
     # -- grading ----------------------------------------------------------------------------
     def check(self, exercise_id: str, code: str | None = None, *, fills: list[str] | None = None,
-              lang: str = "en", run_main: bool = True, quick: bool = False, variant: int = 0) -> Verdict:
+              lang: str = "en", run_main: bool = True, quick: bool = False, variant: int | None = None) -> Verdict:
         """Grade a whole file (``code``) or one fill per blank (``fills``). ``quick=True`` leaves out
         the whole-file-only cases (``scope="full"``, e.g. a training run): the verdict then covers
         the per-blank cases alone, for fast feedback while typing and for proving misconceptions.
         ``variant`` > 0 draws fresh random inputs (``checks.fresh``) for the learner, the splices and
-        the reference alike: a review's re-test on inputs the learner has not seen."""
-        if not isinstance(variant, int) or variant < 0:
+        the reference alike: a review's re-test on inputs the learner has not seen (folded into
+        ``MAX_VARIANTS`` draws); None (the default) draws one at random when ``fresh_inputs`` is on
+        and the exercise has fresh inputs, else 0."""
+        if variant is not None and (not isinstance(variant, int) or isinstance(variant, bool) or variant < 0):
             raise ValueError(f"variant: expected an int >= 0, got {variant!r}")
         exercise = self.pack.get(exercise_id)
         if not exercise.is_code:
             raise PackError(f"exercise: {exercise_id!r} is a {exercise.kind}; answer it with `alignlings quiz`")
         sub = self.submission(exercise, code, fills)
+        if variant is None:
+            fresh = self.fresh_inputs and "fresh(" in self._check_source(exercise)
+            variant = random.randrange(MAX_VARIANTS) if fresh else 0
+        variant = fold_variant(variant)
         with self._session(exercise):
             return self._check(exercise, sub, lang, run_main, quick, variant)
 
@@ -393,6 +587,10 @@ class Grader:
                 skipped[b.index] = True  # textually the reference: no need to run it alone
             else:
                 splices[b.index] = bl.splice(source, blanks, b.index, fill)
+        # a fill that does not parse is told here, from our own compile: no job, and the parser's
+        # words (which name the fill's tokens) instead of anything a job could have made up
+        syntax = {i: _syntax_error(code) for i, code in splices.items()}
+        splices = {i: code for i, code in splices.items() if syntax[i] is None}
         trusted = self.trusted(exercise, variant)
         blank_names = [m["name"] for m in trusted.blank_cases()]
         names = blank_names if quick else trusted.names
@@ -406,22 +604,33 @@ class Grader:
                           for i, code in splices.items()}
         learner = learner_future.result()
         verdict = self._judge_learner(exercise, trusted, learner, check, lang, names, variant)
-        blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant)
+        own = verdict.pop("_values", {})
+        blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant,
+                                                fill=sub.fills.get(i) or "", lang=lang, own=own)
                           for i, f in splice_futures.items()}
+        blank_verdicts.update({i: {"passed": False, "load_error": text, "misconception": None, "failed_case": None,
+                                   "error": None} for i, text in syntax.items() if text is not None})
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
+        # a verdict never contradicts itself: every blank that was found must be right as well
+        verdict["passed"] = bool(verdict["passed"]) and all(
+            b["passed"] is True or (b["passed"] is None and b["fill"] is None) for b in verdict["blanks"])
+        verdict["variant"] = variant
         if exercise.is_bug:  # which lines changed, what still fails, the wrong fix it matches, the story
             from alignlings.practice.bugdrill import annotate
 
             annotate(exercise, trusted, learner, sub.code, verdict, lang, names)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
-        return verdict
+        return verdict  # type: ignore[return-value]  # built as a plain dict, the Verdict's JSON form
 
     def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str,
                        names: list[str], variant: int = 0) -> dict:
         verdict: dict[str, Any] = {"exercise": exercise.id, "passed": False, "blanks": [], "cases": [],
                                    "error": None, "isolation": result.isolation, "stdout": result.stdout or ""}
         if not result.ok:
-            verdict["error"] = {"kind": result.error_kind or "crashed", "message": result.error_message or ""}
+            message = result.error_message or ""
+            if result.error_kind == "timeout":
+                message = msg("timed_out", lang, seconds=_seconds(_ran_for(result, exercise)))
+            verdict["error"] = {"kind": result.error_kind or "crashed", "message": message}
             return verdict
         value = result.value
         if not isinstance(value, dict) or set(value) != {"load_error", "cases", "stdout"}:
@@ -430,15 +639,23 @@ class Grader:
         if value.get("stdout"):
             verdict["stdout"] = str(value["stdout"])[:8000]
         if value["load_error"]:
-            verdict["error"] = {"kind": "exception", "message": str(value["load_error"])[:4000]}
+            text = str(value["load_error"])[:4000]
+            if text.startswith(TIMED_OUT):
+                verdict["error"] = {"kind": "timeout", "message": msg("timed_out", lang,
+                                                                      seconds=_seconds(_ran_for(result, exercise)))}
+            else:
+                verdict["error"] = {"kind": "exception", "message": text}
             return verdict
         got, problem = _decode_cases(value["cases"], names)
         if problem:
             verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
             return verdict
+        verdict["_values"] = got  # for the splices' numbers (see _case_result); not part of the verdict
         judged = self._predicates(exercise, check, trusted, value["cases"], got, names, variant)
+        budget = _seconds(_ran_for(result, exercise))
         for m in (m for m in trusted.meta if m["name"] in got):
             r = self._case_result(m, got[m["name"]], trusted.expected[m["name"]], judged.get(m["name"]))
+            r["seconds"] = budget
             verdict["cases"].append({"name": m["name"], "label": m.get("label") or {}, "kind": m["kind"],
                                      "passed": r["passed"], "message": describe_case(r, lang)})
         verdict["passed"] = bool(verdict["cases"]) and all(c["passed"] for c in verdict["cases"])
@@ -459,31 +676,56 @@ class Grader:
         return {n: [False, f"the check could not judge this value: {pr.error_message}"] for n in values}
 
     @staticmethod
-    def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None) -> dict:
+    def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None, *,
+                     own: CaseResult | None = None, splice: bool = False) -> dict:
+        """One case judged. Numbers reach the learner only for visible cases: a hidden or edge case's
+        diff says what kind of difference it is (``values.redact``), so its expected values cannot be
+        read back check by check. A splice ran in a process that held the reference, so its visible
+        numbers are shown only where the learner's own file (``own``, run without the reference)
+        gave the same value: a number the learner's code could not have carried out otherwise."""
         result: dict[str, Any] = {"name": meta["name"], "label": meta.get("label") or {}, "kind": meta["kind"],
                                   "passed": False, "error": got.error, "diff": None, "detail": None,
                                   "note": meta.get("note") or None}
         if got.error is not None:
+            if got.error.startswith(TIMED_OUT):
+                result["timed_out"] = True
+            elif got.error.startswith(NOT_RUN):
+                result["not_run"] = True
             return result
         if meta["predicate"]:
             passed, detail = (judged or [False, "not judged"])[:2]
             return result | {"passed": bool(passed), "detail": detail}
-        diff = vals.compare(expected.value, got.value, rtol=meta["rtol"], atol=meta["atol"])
+        diff = vals.compare(expected.value, got.value, rtol=meta["rtol"], atol=meta["atol"],
+                            numbers=not meta.get("tensor", False))
+        if meta["kind"] != "visible":
+            diff = vals.redact(diff)
+        elif splice and diff is not None:
+            same = own is not None and own.error is None and \
+                vals.compare(got.value, own.value, rtol=1e-6, atol=1e-9, equal_nan=True) is None
+            diff = diff if same else vals.redact(diff)
         return result | {"passed": diff is None, "diff": diff}
 
     def _judge_splice(self, exercise: Exercise, trusted: TrustedRun, result, names: list[str],
-                      blank: int, variant: int = 0) -> dict:
+                      blank: int, variant: int = 0, *, fill: str = "", lang: str = "en",
+                      own: dict[str, CaseResult] | None = None) -> dict:
         """One blank's verdict from its splice's values: passed, or the first failing case and the
-        misconception (of this blank) whose known behaviour it matches."""
+        misconception (of this blank) whose known behaviour it matches.
+
+        The splice ran in a process that held the reference, so nothing it says comes back as text:
+        an error is reduced to its type (a built-in exception's name, else "an exception") and
+        whether it was raised on the blank's own line, which is then shown as the learner's fill."""
         verdict: dict[str, Any] = {"passed": False, "load_error": None, "misconception": None,
                                    "failed_case": None, "error": None}
+        verdict["seconds"] = _seconds(_ran_for(result, exercise))
         if not result.ok:
             verdict["error"] = result.error_kind or "crashed"
             return verdict
         value = result.value
+        line = next((b.line for b in self.blanks(exercise) if b.index == blank), None)
         if not isinstance(value, dict) or value.get("load_error"):
-            verdict["load_error"] = str((value or {}).get("load_error") or "the run failed")[:4000] \
-                if isinstance(value, dict) else "the run reported nothing readable"
+            text = str((value or {}).get("load_error") or "") if isinstance(value, dict) else ""
+            verdict["load_error"] = _splice_error(text, line, fill, lang) if text else msg(
+                "splice_unreadable", lang)
             return verdict
         got, problem = _decode_cases(value.get("cases"), names)
         if problem:
@@ -493,8 +735,13 @@ class Grader:
         judged = self._predicates(exercise, self._check_source(exercise), trusted, value["cases"], got, names,
                                   variant)
         for name in names:
-            r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name))
+            r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name),
+                                  own=(own or {}).get(name), splice=True)
             if not r["passed"]:
+                if r["error"] is not None and not (r.get("timed_out") or r.get("not_run")):
+                    r["error"] = _splice_error(r["error"], line, fill, lang)
+                r["seconds"] = verdict["seconds"]
+                r["detail"] = None if r["detail"] is None else str(r["detail"])[:200]
                 verdict["failed_case"] = r
                 break
         if verdict["failed_case"] is None:
@@ -522,13 +769,15 @@ class Grader:
                 entry["message"] = msg("empty", lang)
             elif skipped.get(b.index):
                 entry.update(passed=True, message=msg("correct", lang))
+            elif res is not None and res["error"] == "timeout":
+                entry["message"] = msg("blank_timed_out", lang, seconds=res["seconds"])
             elif res is None or res["error"]:
                 reason = (res or {}).get("error") or (verdict["error"] or {}).get("kind", "error")
                 entry.update(passed=None, message=msg("not_checked", lang, reason=reason))
             elif res["passed"]:
                 entry.update(passed=True, message=msg("correct", lang))
             elif res["load_error"]:
-                entry["message"] = msg("load_error", lang, error=res["load_error"].splitlines()[0])
+                entry["message"] = msg("load_error", lang, error=res["load_error"])
             elif res["misconception"] in miscs:
                 m = miscs[res["misconception"]]
                 entry.update(misconception=m.id, message=m.feedback.get(lang) or m.feedback.get("en", ""))
@@ -560,15 +809,30 @@ class Grader:
             out[key] = bool(res["passed"])
         return out
 
-    def _run(self, target: str, payload: dict, exercise: Exercise, *, trusted: bool = False):
-        from alignlings.practice.sandbox import Limits, run_job
+    def _limits(self, exercise: Exercise, trusted: bool = False, variants: int = 1):
+        """(the job's Limits, the seconds its cases may use): the exercise's timeout, scaled by how
+        slow this machine is right now (``machine_slowness``), once per variant a trusted job runs,
+        plus the job's start (an interpreter and torch on the cold path)."""
+        from alignlings.practice.sandbox import Limits
 
-        wall = exercise.timeout * (3 if trusted else 1)  # the trusted run does every variant at once
-        limits = Limits(wall_seconds=wall, cpu_seconds=int(wall * 3) + 5)
+        slow = machine_slowness()
+        cases = exercise.timeout * slow
+        warm = self._warm is not None or self._session_state.server is not None
+        wall = cases * (max(3, variants) if trusted else 1) + (2.0 if warm else 8.0) * slow
+        return Limits(wall_seconds=wall, cpu_seconds=int(wall * 3) + 5), cases
+
+    def _run(self, target: str, payload: dict, exercise: Exercise, *, trusted: bool = False):
+        from alignlings.practice.sandbox import run_job
+
+        limits, cases = self._limits(exercise, trusted, len(payload.get("variants") or ()) or 1)
+        payload = dict(payload, case_seconds=cases)
         server = self._warm or self._session_state.server
         if server is not None:
-            return server.run(target, payload, limits=limits)
-        return run_job(target, payload, limits=limits, isolation=self.isolation)
+            result = server.run(target, payload, limits=limits)
+        else:
+            result = run_job(target, payload, limits=limits, isolation=self.isolation)
+        result.case_seconds = cases  # the limit it ran under, for "timed out after N s"
+        return result
 
 
 def template_for(exercise: Exercise, lang: str = "en") -> str:

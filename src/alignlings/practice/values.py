@@ -158,15 +158,27 @@ def _item(a: np.ndarray, idx: tuple) -> Any:
 
 
 def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, equal_nan: bool = False,
-            path: str = "") -> dict | None:
+            path: str = "", numbers: bool = True) -> dict | None:
     """None when ``got`` matches ``expected`` (both decoded); otherwise a JSON-able diff.
 
     Diff keys: ``path`` (where in a nested value), ``reason`` ("type", "shape", "dtype", "value",
     "nonfinite", "length", "keys"), and for tensors ``expected_shape``/``got_shape``,
     ``expected_dtype``/``got_dtype``, ``shape``, ``max_abs_diff``, ``mean_abs_diff``, ``first`` (up to
-    5 of ``{"index", "expected", "got"}``); for scalars ``expected``, ``got``.
+    5 of ``{"index", "expected", "got"}``); for scalars ``expected``, ``got``. A value difference also
+    says what kind it is without numbers (``kind``: "sign", "scale" or "error", with ``band``,
+    ``larger``, ``count`` of ``size`` values; ``got_nan`` for "nonfinite"), which is all ``redact``
+    keeps for cases whose values are not shown.
+
+    ``numbers``: a Python number (``.item()``) is accepted where the value is a 0-d tensor, unless
+    the case asks for a tensor (``Case(tensor=True)``); a 0-d tensor is always accepted for a number.
     """
     where = path or "value"
+    if numbers and isinstance(expected, TensorValue) and expected.array.ndim == 0 and _is_number(got) \
+            and (expected.array.dtype.kind == "b") == isinstance(got, bool):
+        kind = expected.array.dtype.kind
+        scalar = bool(expected.array) if kind == "b" else (int(expected.array) if kind in "iu" else
+                                                           float(expected.array))
+        return compare(scalar, got, rtol=rtol, atol=atol, equal_nan=equal_nan, path=path, numbers=numbers)
     if isinstance(expected, TensorValue):
         if not isinstance(got, TensorValue):
             return {"path": where, "reason": "type", "expected": f"tensor {expected.shape}",
@@ -188,6 +200,7 @@ def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, 
         if not bool(bad.any()):
             return None
         diff: dict[str, Any] = {"path": where, "reason": "value", "shape": list(e.shape)}
+        diff.update(_kind(e, g, bad))
         if floating:
             if bool((np.isfinite(e) & ~np.isfinite(g)).any()):
                 diff["reason"] = "nonfinite"
@@ -207,7 +220,8 @@ def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, 
             return {"path": where, "reason": "keys", "expected": sorted(expected),
                     "got": sorted(got) if isinstance(got, dict) else _type_name(got)}
         for k in expected:
-            sub = compare(expected[k], got[k], rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{k!r}]")
+            sub = compare(expected[k], got[k], rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{k!r}]",
+                          numbers=numbers)
             if sub:
                 return sub
         return None
@@ -216,7 +230,7 @@ def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, 
             return {"path": where, "reason": "length", "expected": len(expected),
                     "got": len(got) if isinstance(got, (list, tuple)) else _type_name(got)}
         for i, (a, b) in enumerate(zip(expected, got)):
-            sub = compare(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{i}]")
+            sub = compare(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan, path=f"{where}[{i}]", numbers=numbers)
             if sub:
                 return sub
         return None
@@ -230,12 +244,13 @@ def compare(expected: Any, got: Any, *, rtol: float = 1e-5, atol: float = 1e-6, 
             return {"path": where, "reason": "type", "expected": type(expected).__name__, "got": _type_name(got)}
         if math.isnan(expected) and math.isnan(got) and equal_nan:
             return None
+        what = _kind(np.array(float(expected)), np.array(float(got)), np.array(True))
         if math.isfinite(expected) and not math.isfinite(got):
-            return {"path": where, "reason": "nonfinite", "expected": expected, "got": _fmt(float(got))}
+            return {"path": where, "reason": "nonfinite", "expected": expected, "got": _fmt(float(got)), **what}
         if expected == got or math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
             return None
         return {"path": where, "reason": "value", "expected": _fmt(float(expected)), "got": _fmt(float(got)),
-                "max_abs_diff": _fmt(abs(float(got) - float(expected)))}
+                "max_abs_diff": _fmt(abs(float(got) - float(expected))), **what}
     if isinstance(expected, ReprValue) or isinstance(got, ReprValue):
         return {"path": where, "reason": "type", "expected": _type_name(expected), "got": _type_name(got)}
     return None if expected == got else {"path": where, "reason": "value", "expected": _safe(expected),
@@ -254,3 +269,63 @@ def _safe(x: Any) -> Any:
     if isinstance(x, (int, float, str, bool)) or x is None:
         return _fmt(x) if isinstance(x, float) else x
     return _type_name(x)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, TensorValue)
+
+
+BANDS = (1e-3, 1e-2, 1e-1, 1.0)
+"""Upper edges of the relative-error bands a hidden case's difference is reported in: below 0.1 %,
+0.1-1 %, 1-10 %, 10-100 %, more than 100 % (index 0..4)."""
+
+
+def _kind(e: np.ndarray, g: np.ndarray, bad: np.ndarray) -> dict[str, Any]:
+    """What kind of difference ``got`` has from ``expected`` where ``bad``, without its numbers:
+    ``kind`` "sign" (the wrong sign), "scale" (a constant factor off, ``larger`` or not) or "error"
+    (``band``: the relative error's band, see BANDS), with ``count`` of ``size`` values differing;
+    ``got_nan`` where a finite value came back as NaN rather than inf."""
+    out: dict[str, Any] = {"count": int(np.count_nonzero(bad)), "size": int(e.size)}
+    if e.dtype.kind not in "biuf" or g.dtype.kind not in "biuf" or e.dtype.kind == "b":
+        return out | {"kind": "error"}  # true/false values: no size to a difference, only a count
+    e64, g64 = e.astype(np.float64).ravel(), g.astype(np.float64).ravel()
+    badv = np.broadcast_to(bad, e.shape).ravel()
+    finite = np.isfinite(e64) & np.isfinite(g64)
+    out["got_nan"] = bool((np.isfinite(e64) & np.isnan(g64)).any())
+    if not finite.any():
+        return out | {"kind": "error", "band": len(BANDS)}
+    ef, gf = e64[finite], g64[finite]
+    scale = float(np.abs(ef).max())
+    with np.errstate(all="ignore"):
+        rel = float(np.abs(gf - ef).max()) / scale if scale > 0 else math.inf
+    band = next((i for i, edge in enumerate(BANDS) if rel < edge), len(BANDS))
+    eb, gb = e64[badv & finite], g64[badv & finite]
+    nonzero = (eb != 0) & (gb != 0)
+    if nonzero.any() and bool((np.sign(eb[nonzero]) == -np.sign(gb[nonzero])).all()) and \
+            bool(np.allclose(np.abs(gb), np.abs(eb), rtol=0.1, atol=0)):
+        return out | {"kind": "sign", "band": band}
+    ee = float(ef @ ef)
+    if ee > 0 and band >= 1 and ef.size >= 2:  # one number is always "a factor" off: not a kind
+        c = float(ef @ gf) / ee
+        with np.errstate(all="ignore"):
+            resid = float(np.abs(gf - c * ef).max()) / max(float(np.abs(gf).max()), 1e-30)
+        if c > 0 and abs(c - 1) > 1e-2 and resid < 1e-3:
+            return out | {"kind": "scale", "band": band, "larger": c > 1}
+    return out | {"kind": "error", "band": band}
+
+
+_SHOWN_WITHOUT_NUMBERS = ("path", "reason", "kind", "band", "larger", "count", "size", "got_nan",
+                          "expected_shape", "got_shape", "expected_dtype", "got_dtype", "shape")
+
+
+def redact(diff: dict | None) -> dict | None:
+    """A diff for a case whose values are not shown (hidden and edge cases, or any value that came
+    from a process holding the reference): what kind of difference, never a value. Type, length and
+    key differences keep their names (types, lengths, the expected keys), which hold no numbers."""
+    if diff is None:
+        return None
+    out = {k: diff[k] for k in _SHOWN_WITHOUT_NUMBERS if k in diff}
+    if diff.get("reason") in ("type", "length", "keys"):
+        out["expected"], out["got"] = diff.get("expected"), diff.get("got")
+    out["redacted"] = True
+    return out

@@ -43,5 +43,6 @@ class Verdict(TypedDict, total=False):
     isolation: str
     stdout: str
     seconds: float
+    variant: int  # which draw of hidden inputs the check used (checks.fresh; 0: the exercise's own)
     score: int  # quiz rounds only
     total: int  # quiz rounds only

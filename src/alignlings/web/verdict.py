@@ -26,6 +26,7 @@ from alignlings.web import render
 _PLACEHOLDER_NAME_ERROR = re.compile(r"NameError: name '_{3,}' is not defined")
 _AT_LINE = re.compile(r"\s*\((?:[\w./<>-]+\.py|<[^>]+>), line (\d+)\)")
 _FILE_LINE = re.compile(r'File "[^"]*", line (\d+)')
+_FRAME = re.compile(r"\s+line \d+:")  # a traceback frame line of the grader's jobs
 
 
 def displayed_source(template: str, fills: list[str]) -> str:
@@ -124,7 +125,11 @@ def for_web(verdict: dict, *, template: str, fills: list[str], graded_code: str 
         else:
             error["message"] = relocate(error["message"])
     if empty and v.get("stdout"):
-        kept = [line for line in v["stdout"].splitlines() if not _PLACEHOLDER_NAME_ERROR.search(line)]
+        kept, dropping = [], False
+        for line in v["stdout"].splitlines():  # the NameError and the "  line N: ..." frames under it
+            dropping = bool(_PLACEHOLDER_NAME_ERROR.search(line)) or (dropping and _FRAME.match(line) is not None)
+            if not dropping:
+                kept.append(line)
         v["stdout"] = "\n".join(kept).strip("\n") + ("\n" if kept else "")
     v["empty"] = empty
     return v

@@ -1,0 +1,94 @@
+"""Right answers do not fail on a busy machine, and a case that runs out of time says so (issue 19 §4).
+
+- A case still running when the cases' time is up is reported by name, "timed out after N s"; the
+  cases after it are reported as not run (before, the whole job was killed without a word).
+- The time limits scale with the machine's measured speed and load (``machine_slowness``).
+- Slow: with ten CPU burners on this machine, the reference fills of grpo-off-policy and toy-dpo
+  still pass through the CLI's grader (a fork server per check), as they must on a 2-core machine
+  at a load of 10.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from alignlings.practice import grader as gr
+from alignlings.practice import skeleton
+from alignlings.practice.grader import Grader
+from alignlings.practice.pack import load_pack
+
+SLOW_ON_ONE_BATCH = '''import time
+
+import torch
+
+
+def tiny_ex(x: torch.Tensor, beta: float = 0.1) -> torch.Tensor:
+    if x.numel() == 16:  # the "random batch" case only
+        while True:
+            time.sleep(0.05)
+    return (beta * x).mean()
+'''
+
+
+@pytest.fixture()
+def tiny(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
+    skeleton.write(tmp_path / "pack", "tiny-ex")
+    toml = tmp_path / "pack" / "tiny-ex" / "exercise.toml"
+    toml.write_text(toml.read_text().replace("timeout = 10 ", "timeout = 2 "))
+    return load_pack(tmp_path / "pack")
+
+
+def test_a_case_that_runs_out_of_time_is_named(tiny, monkeypatch):
+    monkeypatch.setattr(gr, "machine_slowness", lambda: 1.5)
+    with Grader(tiny) as grader:
+        verdict = grader.check("tiny-ex", SLOW_ON_ONE_BATCH, run_main=False)
+        by_name = {c["name"]: c for c in verdict["cases"]}
+        assert verdict["error"] is None and not verdict["passed"]
+        assert by_name["statement data"]["passed"]
+        assert by_name["random batch"]["message"] == "case 'random batch' timed out after 3.0 s"
+        assert "was not run" in by_name["another batch"]["message"]
+        zh = grader.check("tiny-ex", SLOW_ON_ONE_BATCH, run_main=False, lang="zh")
+        assert "用例「random batch」运行超时：3.0 秒后被停止" in [c["message"] for c in zh["cases"]]
+
+
+def test_limits_scale_with_speed_and_load(tiny, monkeypatch):
+    ex = tiny.get("tiny-ex")
+    with Grader(tiny) as grader:
+        monkeypatch.setattr(gr, "machine_slowness", lambda: 1.0)
+        calm, calm_cases = grader._limits(ex)
+        monkeypatch.setattr(gr, "machine_slowness", lambda: 5.0)
+        busy, busy_cases = grader._limits(ex)
+    assert busy_cases == 5 * calm_cases == 5 * ex.timeout
+    assert busy.wall_seconds == pytest.approx(5 * calm.wall_seconds)
+    assert busy.cpu_seconds > calm.cpu_seconds
+
+
+def test_slowness_reads_the_load_and_is_bounded(monkeypatch):
+    monkeypatch.setattr(gr, "_speed", 2.0)
+    assert 2.0 <= gr.machine_slowness() <= 2.0 * 8
+    assert 1.0 <= gr.machine_load() <= 8.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise_id", ["grpo-off-policy", "toy-dpo"])
+def test_reference_fills_pass_at_a_load_of_ten(exercise_id, tmp_path, monkeypatch):
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
+    pack = load_pack("dpo-grpo")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(10)]
+    try:
+        time.sleep(3)  # the burners are running: the instantaneous load is about 10 on top of ours
+        with Grader(pack) as grader:  # the CLI's path: a fork server for this check alone
+            ex = pack.get(exercise_id)
+            verdict = grader.check(exercise_id, fills=[b.answer for b in grader.blanks(ex)])  # as `check` runs it
+        assert verdict["passed"], (verdict["error"], [c["message"] for c in verdict["cases"] if not c["passed"]],
+                                   [b["message"] for b in verdict["blanks"] if b["passed"] is not True])
+    finally:
+        for p in burners:
+            p.kill()
+        for p in burners:
+            p.wait()
