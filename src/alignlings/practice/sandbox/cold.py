@@ -81,6 +81,8 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
     with _JobDir(files) as jd:
         req = _job_request(target, payload, limits, jd, python_path)
         req["namespaces"] = use_bwrap
+        if use_bwrap and os.geteuid() != 0:
+            req["extra_tasks"] = 1  # bubblewrap's init shares the job's user namespace, hence its count
         res_r, res_w = os.pipe()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -147,7 +149,8 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
                 answer = (False, f"{type(exc).__name__}: {exc}", {})
             if r is not None:
                 if r.ok:
-                    probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"]}
+                    probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"],
+                             "userns": r.value["userns"], "caps": r.value["caps"], "nproc": r.value["nproc"]}
                     answer = (True, "", probe)
                 else:
                     lines = (r.stdout.strip() or r.error_message or "").strip().splitlines()
@@ -174,7 +177,7 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
         works, why, probe = _cold_probe("bubblewrap")
         if works:
             mode = "bubblewrap"
-            text = _describe("namespaces via bubblewrap", _features(True, probe, limits.processes))
+            text = _describe("namespaces via bubblewrap", _features(True, probe, limits.processes, limits.tasks))
         elif isolation == "namespaces":
             raise SandboxUnavailable(f"bubblewrap does not work here: {why}")
         else:
@@ -183,6 +186,6 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
         text = "rlimits only (asked for)"
     if mode == "rlimits":
         _, _, probe = _cold_probe("rlimits")
-        text += "; " + ", ".join(_features(False, probe, limits.processes))
+        text += "; " + ", ".join(_features(False, probe, limits.processes, limits.tasks))
     return _cold_spawn(target, payload, limits, workdir_files, _python_path(extra_pythonpath), readonly_paths,
                        mode == "bubblewrap", text)

@@ -67,10 +67,15 @@ class Limits:
     its own uid, RLIMIT_NPROC caps its processes *and threads* at N."""
     output_bytes: int = 64 * 1024
     """Captured stdout+stderr; a job that prints more is stopped at once ("output_limit")."""
+    tasks: int = 32
+    """Threads the job may run, its processes' threads all counted together (at least
+    ``processes``): RLIMIT_NPROC, which the kernel counts per uid and user namespace, so it applies
+    where the job has one of its own (its own uid when we are root, its own user namespace
+    otherwise). Past it, starting a thread fails (Python: RuntimeError "can't start new thread")."""
 
     def __post_init__(self) -> None:
         for name in ("wall_seconds", "cpu_seconds", "memory_bytes", "file_size_bytes", "open_files",
-                     "disk_bytes", "processes", "output_bytes"):
+                     "disk_bytes", "processes", "output_bytes", "tasks"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Limits.{name}: expected a positive number, got {getattr(self, name)!r}")
 

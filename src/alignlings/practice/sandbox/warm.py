@@ -153,9 +153,9 @@ class WarmSandbox:
     def isolation_for(self, limits: Limits = Limits()) -> str:
         ready = self._ready_server().ready
         if ready["namespaces"]:
-            return _describe("namespaces", _features(True, ready["probe"], limits.processes))
+            return _describe("namespaces", _features(True, ready["probe"], limits.processes, limits.tasks))
         why = ready["why"] if self._isolation_mode == "rlimits" else f"namespaces unavailable: {ready['why']}"
-        return f"rlimits only ({why}); " + ", ".join(_features(False, ready["probe"], limits.processes))
+        return f"rlimits only ({why}); " + ", ".join(_features(False, ready["probe"], limits.processes, limits.tasks))
 
     @property
     def isolation(self) -> str:
