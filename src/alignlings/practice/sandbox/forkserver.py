@@ -13,10 +13,18 @@ import struct
 import sys
 from typing import Any, Sequence
 
-from alignlings.practice.sandbox import mounts
+from alignlings.practice.sandbox import mounts, supervisor
 from alignlings.practice.sandbox.job import _run_job_here
 from alignlings.practice.sandbox.limits import _JOB_UID_BASE, Limits
-from alignlings.practice.sandbox.linux import _enter_user_namespace, _fork_into_new_pid_namespace, _has_cap_sys_admin
+from alignlings.practice.sandbox.linux import (
+    CLONE_NEWPID,
+    PR_SET_PDEATHSIG,
+    _enter_user_namespace,
+    _fork_into_new_pid_namespace,
+    _has_cap_sys_admin,
+    _prctl,
+    _unshare,
+)
 from alignlings.practice.sandbox.mounts import _enter_namespaces, _make_template, _visible_paths
 from alignlings.practice.sandbox.supervisor import _classify, _job_request, _JobDir, _supervise, _wait_nohang
 
@@ -122,6 +130,20 @@ def _become_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: 
         os._exit(70)
 
 
+def _become_init_of_own_pid_namespace() -> None:
+    """Go on as pid 1 of a new pid namespace, which our user namespace owns: only over such a pid
+    namespace do we hold the CAP_SYS_ADMIN that stepping back into it after forking each job takes
+    (``_fork_into_new_pid_namespace``). This process stays behind, waits, and passes on the exit
+    status; its death kills ours (and so every job) like the caller's loss of us would."""
+    _unshare(CLONE_NEWPID)
+    pid = os.fork()
+    if pid:
+        os.close(0)  # the lifeline is the server's to watch
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _server_probe(namespaces: bool, python_path: list[str]) -> tuple[bool, str, dict]:
     """Run the probe job through the real warm pipeline, before the server takes requests."""
     limits = Limits(wall_seconds=30)
@@ -154,6 +176,9 @@ def _serve_main() -> None:
     output and result pipes attached), fork the job, hand the caller a pidfd to it, and report its
     exit status when it is reaped. The caller supervises. stdin is a lifeline: at EOF, we end."""
     global _server_userns
+    # the caller cleans up after dead processes; we may live in a pid namespace of our own, where
+    # every caller's pid looks dead
+    supervisor._stale_cleaned = True
     config = json.loads(sys.stdin.buffer.readline())
     os.umask(0o022)
     ready: dict[str, Any] = {"pid": os.getpid()}
@@ -164,8 +189,11 @@ def _serve_main() -> None:
         try:
             _enter_user_namespace()
             _server_userns = True
+            _become_init_of_own_pid_namespace()
         except OSError as exc:
             userns_why = f"no user namespace ({exc.strerror or exc})"
+    # our pid as the caller sees it (in our own pid namespace we may be 1); /proc is still the host's
+    ready["pid"] = int(os.readlink("/proc/self"))
     try:
         for item in config["preload"]:
             module_name, _, fn = item.partition(":")

@@ -7,8 +7,7 @@ import errno
 import os
 import platform
 import re
-import threading
-from typing import Any, Callable
+from typing import Callable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 
@@ -140,31 +139,24 @@ def _drop_capabilities() -> None:
 
 def _fork_into_new_pid_namespace(child: Callable[[], None]) -> int:
     """fork(), the child being pid 1 of a new pid namespace and running ``child()`` (which must end
-    the process, never return); answers the child's pid. A short-lived thread unshares the pid
-    namespace for its own children only (where new children go is a per-thread setting), forks and
-    ends, so this process's own setting never changes. (Stepping back with setns instead would need
-    CAP_SYS_ADMIN over our own pid namespace, which a process in a user namespace lacks.)"""
-    answer: dict[str, Any] = {}
-
-    def fork() -> None:
-        try:
-            _unshare(CLONE_NEWPID)
-            pid = os.fork()
-            if pid == 0:  # in the child this thread is the only one, and its main thread
-                try:
-                    child()
-                finally:
-                    os._exit(70)
-            answer["pid"] = pid
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            answer["error"] = exc
-
-    thread = threading.Thread(target=fork, name="alignlings-fork")
-    thread.start()
-    thread.join()
-    if "error" in answer:
-        raise answer["error"]
-    return answer["pid"]
+    the process, never return); answers the child's pid. We unshare a pid namespace for our next
+    child only, then step back into our own, which takes CAP_SYS_ADMIN over the user namespace that
+    owns our pid namespace: root's, or (see ``forkserver``) a fork server's own."""
+    own_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    try:
+        _unshare(CLONE_NEWPID)
+        pid = os.fork()
+        if pid == 0:  # the job must not keep a handle on our pid namespace
+            try:
+                os.close(own_ns)
+                child()
+            finally:
+                os._exit(70)
+    finally:
+        if _libc.setns(own_ns, CLONE_NEWPID) != 0:
+            raise _oserror("setns back to our own pid namespace")
+        os.close(own_ns)
+    return pid
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:

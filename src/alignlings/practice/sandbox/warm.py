@@ -42,6 +42,19 @@ def _write_and_close(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
+def _pid_of_pidfd(pidfd: int) -> int | None:
+    """The pid, in our pid namespace, of the process a pidfd refers to (None once it is gone)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 @dataclass
 class _Server:
     proc: subprocess.Popen
@@ -218,6 +231,8 @@ class WarmSandbox:
                 return SandboxResult(False, None, "crashed", f"the sandbox could not start the job: {frame['error']}",
                                      "", isolation, time.monotonic() - started)
             pid = frame["started"]
+            if pidfd is not None:  # the server's pid may be of its own pid namespace; the pidfd knows ours
+                pid = _pid_of_pidfd(pidfd) or pid
 
             collect_exit_answer: tuple[int | None, float] | None = None
 
