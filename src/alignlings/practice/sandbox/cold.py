@@ -58,6 +58,10 @@ def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str],
         cmd += ["--perms", "0755", "--size", str(limits.disk_bytes), "--tmpfs", jd.work]
     else:
         cmd += ["--bind", jd.work, jd.work]
+    # As a normal user the job's uid owns bubblewrap's root and /dev (tmpfs of no set size) inside
+    # its user namespace, so both would be writable: read-only, with a small /dev/shm of its own.
+    cmd += ["--remount-ro", "/dev", *(["--size", str(2**20)] if _bwrap_has_size(bwrap) else []),
+            "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/"]
     cmd += ["--chdir", jd.work, "--", sys.executable, "-c", _COLD_CODE, str(result_fd)]
     return cmd
 
