@@ -51,4 +51,8 @@ def check(
         typer.echo(json.dumps(verdict, ensure_ascii=False))
     else:
         render_verdict(verdict, lang, console())
+        if (verdict.get("isolation") or "").startswith("rlimits"):  # no namespaces on this machine
+            from alignlings import i18n
+
+            typer.echo(i18n.t("cli.watch.unisolated", lang, why=verdict["isolation"]), err=True)
     raise typer.Exit(0 if verdict["passed"] else 1)

@@ -22,6 +22,7 @@ from alignlings.practice.sandbox.linux import (
     _enter_user_namespace,
     _fork_into_new_pid_namespace,
     _has_cap_sys_admin,
+    _in_initial_user_namespace,
     _prctl,
     _unshare,
 )
@@ -183,9 +184,11 @@ def _serve_main() -> None:
     os.umask(0o022)
     ready: dict[str, Any] = {"pid": os.getpid()}
     userns_why = ""
-    if config["isolation"] != "rlimits" and not (os.geteuid() == 0 and _has_cap_sys_admin()):
-        # not root with CAP_SYS_ADMIN (a user, or root in a default container): make the namespaces
-        # from a user namespace of our own. Now, while we have one thread (torch starts more).
+    if config["isolation"] != "rlimits" and not (os.geteuid() == 0 and _has_cap_sys_admin()
+                                                 and _in_initial_user_namespace()):
+        # not the host's root with CAP_SYS_ADMIN (a user; root in a default container, or in a
+        # rootless one, where no job uid is mapped): make the namespaces from a user namespace of
+        # our own. Now, while we have one thread (torch starts more).
         try:
             _enter_user_namespace()
             _server_userns = True
@@ -205,7 +208,9 @@ def _serve_main() -> None:
     namespaces, why, probe = False, "asked for rlimits only", {}
     _visible_paths(config["python_path"])  # computed once here, inherited by every job
     if "error" not in ready:
-        if config["isolation"] != "rlimits":
+        if config["isolation"] != "rlimits" and userns_why:
+            namespaces, why = False, userns_why  # not the host's root, and no user namespace either
+        elif config["isolation"] != "rlimits":
             try:
                 mount_point = os.path.join(os.path.dirname(config["socket"]), "root")
                 mounts._template = _make_template(config["python_path"], mount_point)
@@ -216,8 +221,6 @@ def _serve_main() -> None:
                 os.close(mounts._template["fd"])
                 mounts._template = None
                 namespaces, why, probe = _server_probe(True, config["python_path"])
-            if not namespaces and userns_why:
-                why = f"{userns_why}; {why}"
         if not namespaces:
             _, _, probe = _server_probe(False, config["python_path"])
     ready.update(namespaces=namespaces, why=why, probe=probe)

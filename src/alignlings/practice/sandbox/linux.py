@@ -143,6 +143,7 @@ def _fork_into_new_pid_namespace(child: Callable[[], None]) -> int:
     child only, then step back into our own, which takes CAP_SYS_ADMIN over the user namespace that
     owns our pid namespace: root's, or (see ``forkserver``) a fork server's own."""
     own_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    pid = 0
     try:
         _unshare(CLONE_NEWPID)
         pid = os.fork()
@@ -153,9 +154,14 @@ def _fork_into_new_pid_namespace(child: Callable[[], None]) -> int:
             finally:
                 os._exit(70)
     finally:
-        if _libc.setns(own_ns, CLONE_NEWPID) != 0:
-            raise _oserror("setns back to our own pid namespace")
+        back = _libc.setns(own_ns, CLONE_NEWPID) == 0
+        error = None if back else _oserror("setns back to our own pid namespace")
         os.close(own_ns)
+        if error is not None:
+            if pid > 0:  # a child we could not hand on: stop it (its namespace goes with it)
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            raise error
     return pid
 
 

@@ -285,3 +285,23 @@ class WarmSandbox:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def warm_isolation(timeout: float = 60.0) -> tuple[bool, str]:
+    """Whether the warm path's jobs get namespaces on this machine, as this user: (True, the
+    isolation text) or (False, why not). Starts a fork server without preloads (well under a second)
+    and runs the same probe a real one does, so the answer is what the web app's grader will get."""
+    try:
+        with WarmSandbox(preload=[], isolation="auto", start_timeout=timeout) as sandbox:
+            text = sandbox.isolation
+    except (RuntimeError, OSError) as exc:
+        return False, f"the fork server did not start ({exc})"
+    return text.startswith("namespaces"), text
+
+
+MISSING_ISOLATION = ("grading needs Linux namespaces to keep learner code away from this server's files, "
+                     "token and processes: run as root with CAP_SYS_ADMIN, or where unprivileged user "
+                     "namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1 and "
+                     "user.max_user_namespaces > 0; in a container, a seccomp profile and AppArmor policy "
+                     "that let unshare(CLONE_NEWUSER) through)")
+"""What to fix when ``warm_isolation`` answers False (``serve`` and ``watch`` say it)."""
