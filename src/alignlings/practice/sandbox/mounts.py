@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from alignlings.practice.sandbox.limits import _DEVICES, _SYSTEM_DIRS, Limits
+from alignlings.practice.sandbox.limits import _DEVICES, _SYSTEM_DIRS, Limits, default_tasks
 from alignlings.practice.sandbox.linux import (
     _ARCH,
     CLONE_NEWIPC,
@@ -294,7 +294,7 @@ def _describe(base: str, features: Sequence[str]) -> str:
     return f"{base} ({', '.join(features)})" if features else base
 
 
-def _features(namespaces: bool, probe: dict, processes: int, tasks: int = Limits.tasks) -> list[str]:
+def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None = None) -> list[str]:
     feats = ["read-only file system except the work dir", "private /tmp", "no network",
              "own pid namespace"] if namespaces else []
     if probe.get("uid_dropped"):
@@ -306,9 +306,9 @@ def _features(namespaces: bool, probe: dict, processes: int, tasks: int = Limits
         feats.append(feat if processes <= 1 else feat[:-1] + "; more need a pid namespace)")
     else:
         feats.append("new processes allowed, killed with the pid namespace")
-    nproc = probe.get("nproc", -1)
-    if 0 < nproc <= Limits().tasks + 1:  # the probe ran with the default task limit: it applied
-        feats.append(f"at most {max(tasks, processes)} threads (RLIMIT_NPROC)")
+    nproc, default = probe.get("nproc", -1), default_tasks()
+    if 0 < nproc <= default + 1:  # the probe ran with the default task limit: it applied
+        feats.append(f"at most {max(tasks or default, processes)} threads (RLIMIT_NPROC)")
     else:
         feats.append("threads not limited (no uid or user namespace of its own)")
     return feats
