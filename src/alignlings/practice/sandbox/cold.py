@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from alignlings.practice.sandbox.linux import _host_root
 from alignlings.practice.sandbox.limits import ISOLATION_MODES, _JOB_UID_BASE, Limits, SandboxResult, SandboxUnavailable
 from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _under, _visible_paths
 from alignlings.practice.sandbox.supervisor import (
@@ -37,7 +38,9 @@ _cold_lock = threading.Lock()
 def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str], limits: Limits,
                    result_fd: int, bwrap: str) -> list[str]:
     binds, links = _visible_paths(python_path, readonly)
-    cmd = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    # not the host's root: bubblewrap makes the namespaces from a user namespace (as a user it does
+    # so anyway; root without CAP_SYS_ADMIN must ask)
+    cmd = [bwrap, "--die-with-parent", *([] if _host_root() else ["--unshare-user"]), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--hostname", "sandbox", "--dev", "/dev", "--proc", "/proc"]
     if _bwrap_has_size(bwrap):
         cmd += ["--size", str(limits.file_size_bytes)]
@@ -85,7 +88,7 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
     with _JobDir(files) as jd:
         req = _job_request(target, payload, limits, jd, python_path)
         req["namespaces"] = use_bwrap
-        if use_bwrap and os.geteuid() != 0:
+        if use_bwrap and not _host_root():
             req["extra_tasks"] = 1  # bubblewrap's init shares the job's user namespace, hence its count
         res_r, res_w = os.pipe()
         in_r, in_w = os.pipe()
@@ -100,7 +103,7 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
         finally:
             for fd in (res_w, in_r, out_w):
                 os.close(fd)
-        if use_bwrap and os.geteuid() == 0:
+        if use_bwrap and _host_root():
             req["uid"] = _JOB_UID_BASE + proc.pid  # the uid is set inside, by the still-privileged runner
 
         def kill() -> None:
@@ -155,6 +158,8 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
                 if r.ok:
                     probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"],
                              "userns": r.value["userns"], "caps": r.value["caps"], "nproc": r.value["nproc"]}
+                    if os.geteuid() == 0 and not _host_root():  # the job stays the host's uid 0, which
+                        probe["nproc"] = -1                     # RLIMIT_NPROC never binds
                     answer = (True, "", probe)
                 else:
                     lines = (r.stdout.strip() or r.error_message or "").strip().splitlines()

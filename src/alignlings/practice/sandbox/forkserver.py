@@ -21,8 +21,7 @@ from alignlings.practice.sandbox.linux import (
     PR_SET_PDEATHSIG,
     _enter_user_namespace,
     _fork_into_new_pid_namespace,
-    _has_cap_sys_admin,
-    _in_initial_user_namespace,
+    _host_root,
     _prctl,
     _unshare,
 )
@@ -184,8 +183,8 @@ def _serve_main() -> None:
     os.umask(0o022)
     ready: dict[str, Any] = {"pid": os.getpid()}
     userns_why = ""
-    if config["isolation"] != "rlimits" and not (os.geteuid() == 0 and _has_cap_sys_admin()
-                                                 and _in_initial_user_namespace()):
+    host_root = os.geteuid() == 0
+    if config["isolation"] != "rlimits" and not _host_root():
         # not the host's root with CAP_SYS_ADMIN (a user; root in a default container, or in a
         # rootless one, where no job uid is mapped): make the namespaces from a user namespace of
         # our own. Now, while we have one thread (torch starts more).
@@ -221,6 +220,9 @@ def _serve_main() -> None:
                 os.close(mounts._template["fd"])
                 mounts._template = None
                 namespaces, why, probe = _server_probe(True, config["python_path"])
+            if namespaces and _server_userns and host_root:
+                # root without CAP_SYS_ADMIN: jobs stay the host's uid 0, which RLIMIT_NPROC never binds
+                probe["nproc"] = -1
         if not namespaces:
             _, _, probe = _server_probe(False, config["python_path"])
     ready.update(namespaces=namespaces, why=why, probe=probe)

@@ -104,6 +104,13 @@ def _has_cap_sys_admin() -> bool:
     return bool(_effective_caps() >> CAP_SYS_ADMIN & 1)
 
 
+def _host_root() -> bool:
+    """Root of the host with CAP_SYS_ADMIN: namespaces and job uids can be made directly. Anyone
+    else (a user, root without CAP_SYS_ADMIN as in a container, root of a user namespace) makes
+    them from a user namespace of its own."""
+    return os.geteuid() == 0 and _has_cap_sys_admin() and _in_initial_user_namespace()
+
+
 def _in_initial_user_namespace() -> bool:
     with open("/proc/self/uid_map") as f:
         return f.read().split() == ["0", "0", "4294967295"]

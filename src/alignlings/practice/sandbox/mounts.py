@@ -310,7 +310,7 @@ def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None =
     if 0 < nproc <= default + 1:  # the probe ran with the default task limit: it applied
         feats.append(f"at most {max(tasks or default, processes)} threads (RLIMIT_NPROC)")
     else:
-        feats.append("threads not limited (no uid or user namespace of its own)")
+        feats.append("threads not limited (no uid of its own that RLIMIT_NPROC binds)")
     return feats
 
 
