@@ -214,9 +214,11 @@ def _probe_job(payload: dict) -> dict:
     with open("/proc/self/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
     nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    with open("/proc/self/mountinfo") as f:  # 2 on the warm path's fast way: ours over the template's
+        proc_mounts = sum(1 for line in f if " - proc " in line)
     return {"uid": os.getuid(), "seccomp": status.get("Seccomp", "0").strip() == "2",
             "userns": not _in_initial_user_namespace(), "caps": int(status.get("CapEff", "0").strip(), 16) != 0,
-            "nproc": -1 if nproc == resource.RLIM_INFINITY else nproc}
+            "nproc": -1 if nproc == resource.RLIM_INFINITY else nproc, "proc_mounts": proc_mounts}
 
 
 def _cold_main(result_fd: int) -> None:

@@ -376,6 +376,9 @@ def _make_template(python_path: Sequence[str], mount_point: str) -> dict[str, An
 
     def build() -> None:
         os.close(r)
+        # our pid in the caller's /proc (still the host's here), which the caller's own pid
+        # namespace may not number us by (a fork server in a user namespace is pid 1 of its own)
+        host_pid = int(os.readlink("/proc/self"))
         _unshare(CLONE_NEWNS)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
@@ -387,15 +390,16 @@ def _make_template(python_path: Sequence[str], mount_point: str) -> dict[str, An
         os.chdir(mount_point)
         _pivot_root_here()
         _seal_root(set())
-        os.write(w, b"1")
+        os.write(w, f"{host_pid}\n".encode())
         time.sleep(3600)  # the parent opens our namespace, then kills us
 
     pid = _fork_into_new_pid_namespace(build)
     os.close(w)
     try:
-        if os.read(r, 1) != b"1":
+        answer = os.read(r, 32)
+        if not answer.endswith(b"\n"):
             return None
-        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+        fd = os.open(f"/proc/{int(answer)}/ns/mnt", os.O_RDONLY)
     finally:
         os.close(r)
         os.kill(pid, signal.SIGKILL)
