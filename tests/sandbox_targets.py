@@ -197,3 +197,107 @@ def sleep_then_return(payload: dict) -> str:
 def read_text(payload: dict) -> str:
     with open(payload["path"]) as f:
         return f.read()
+
+
+# -- attacks of issue 19 -------------------------------------------------------------------------
+def loot_processes(payload: dict) -> dict:
+    """Walk /proc up from this process to its parents, and through every process it can see,
+    reading command lines and environments: where a server keeps its token and ALIGNLINGS_HOME."""
+    found: dict[str, str] = {}
+    pids = {p for p in os.listdir("/proc") if p.isdigit()}
+    pid = os.getpid()
+    while pid > 1:  # the parent chain, even where /proc lists nothing
+        pids.add(str(pid))
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    for p in sorted(pids):
+        for part in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{p}/{part}", "rb") as f:
+                    found[f"{p}/{part}"] = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+    return {"ppid": os.getppid(), "found": found}
+
+
+def read_paths(payload: dict) -> dict:
+    """Read (or list) each path: the progress database, the caller's folders, sys.path entries."""
+    out: dict[str, str] = {}
+    for path in payload["paths"]:
+        try:
+            if os.path.isdir(path):
+                out[path] = "listed: " + ", ".join(sorted(os.listdir(path)))
+            else:
+                with open(path, "rb") as f:
+                    out[path] = "read: " + f.read().decode("utf-8", "replace")
+        except OSError as exc:
+            out[path] = f"{type(exc).__name__}: {exc.strerror}"
+    return {"results": out, "sys_path": list(sys.path)}
+
+
+def start_threads(payload: dict) -> dict:
+    """Start sleeping threads until the system says no (or `most`)."""
+    import threading
+
+    stop = threading.Event()
+    started, error = 0, None
+    try:
+        for _ in range(payload.get("most", 3000)):
+            threading.Thread(target=stop.wait, daemon=True).start()
+            started += 1
+    except RuntimeError as exc:
+        error = str(exc)
+    stop.set()
+    return {"started": started, "error": error}
+
+
+def undo_the_sandbox(payload: dict) -> dict:
+    """With whatever capabilities the job kept: unmount the mask over the real package, remount the
+    root writable, make new namespaces."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    out: dict[str, object] = {}
+    for name, call in (
+        ("umount mask", lambda: libc.umount2(payload["mask"].encode(), 2)),
+        ("remount / rw", lambda: libc.mount(None, b"/", None, 32 | 4096, None)),  # MS_REMOUNT | MS_BIND
+        ("unshare user+mount", lambda: libc.unshare(0x10000000 | 0x00020000)),
+    ):
+        rc = call()
+        out[name] = "done" if rc == 0 else os.strerror(ctypes.get_errno())
+    with open("/proc/self/status") as f:
+        status = dict(line.split(":", 1) for line in f if ":" in line)
+    out["CapEff"] = status["CapEff"].strip()
+    out["NoNewPrivs"] = status.get("NoNewPrivs", "?").strip()
+    return out
+
+
+def _write_result_pipes(data: bytes) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+            except OSError:
+                pass
+    os._exit(0)
+
+
+def nested_result(payload: dict) -> None:
+    """A result of 200 000 nested brackets: json.loads in the caller raises RecursionError."""
+    _write_result_pipes(b"[" * payload.get("depth", 200_000) + b"]" * payload.get("depth", 200_000))
+
+
+def garbage_result(payload: dict) -> None:
+    _write_result_pipes(bytes(range(256)) * 64)
+
+
+def odd_result(payload: dict) -> None:
+    """A well-formed message whose fields have the wrong types."""
+    import json
+
+    _write_result_pipes(json.dumps(payload["message"]).encode())

@@ -183,6 +183,45 @@ FORGERIES = {
                         continue
             raise RuntimeError("reference not in memory")
         """),
+    # read another learner's passed attempt from the progress database: the server was started
+    # with `python -m alignlings` in the folder that holds it (that folder is on sys.path)
+    "read the progress database": HEADER + textwrap.dedent("""
+        import glob, os, sys
+
+        def _attempt():
+            folders = [os.getcwd(), os.environ.get("ALIGNLINGS_HOME", ""), *sys.path]
+            for folder in folders:
+                for path in glob.glob(os.path.join(folder, "*.sqlite3")):
+                    try:
+                        text = open(path, encoding="utf-8", errors="replace").read()
+                    except OSError:
+                        continue
+                    start = text.find("def dpo_loss")
+                    if start >= 0:
+                        return text[start:text.index("# end of attempt", start)]
+            return None
+
+        def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):
+            src = _attempt()
+            if src is None:
+                raise RuntimeError("no database visible")
+            ns = {"torch": torch, "F": F}
+            exec(src, ns)
+            return ns["dpo_loss"](policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+        """),
+    # a result the grader cannot decode: json.loads raised RecursionError (a 500 on the web)
+    "nested brackets on the result pipe": HEADER + textwrap.dedent("""
+        import os
+
+        data = b"[" * 200000
+        for fd in range(3, 64):
+            try:
+                if os.path.islink(f"/proc/self/fd/{fd}") and "pipe" in os.readlink(f"/proc/self/fd/{fd}"):
+                    os.write(fd, data)
+            except OSError:
+                pass
+        os._exit(0)
+        """),
     # return an object that claims equality with anything
     "an object equal to everything": HEADER + textwrap.dedent("""
         class Always(torch.Tensor):
@@ -219,7 +258,14 @@ FILL_FORGERIES = {
 
 @pytest.fixture(scope="module", params=["warm", "per-check server", "bubblewrap"])
 def grader(request, tmp_path_factory, monkeypatch_module):
-    monkeypatch_module.setenv("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home")))
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch_module.setenv("ALIGNLINGS_HOME", str(home))
+    # like `python -m alignlings serve` run in the folder of the progress database: it is the current
+    # directory and on sys.path, and holds another learner's passed attempt
+    (home / "progress.sqlite3").write_text("attempt 7, passed:\n" + RIGHT_DIFFERENTLY.split("\n\n", 1)[1]
+                                           + "\n# end of attempt\n")
+    monkeypatch_module.chdir(home)
+    monkeypatch_module.syspath_prepend(str(home))
     kind = request.param
     g = Grader(warm=True) if kind == "warm" else Grader(isolation="namespaces", fork_server=kind != "bubblewrap")
     yield g
@@ -244,6 +290,8 @@ WHY = {  # what each forgery must run into (so that it fails for the right reaso
     "forge the result pipe": ("did not have the exercise's form", "result could not be read",
                               "before the job function returned"),
     "read the expected cache": "no cache visible",
+    "read the progress database": "no database visible",
+    "nested brackets on the result pipe": "result could not be read",
     "scan memory for the reference": "reference not in memory",
 }
 

@@ -58,4 +58,8 @@ def check(
         out = console()
         render_verdict(verdict, lang, out)
         saved(out, checked, lang)
+        if (verdict.get("isolation") or "").startswith("rlimits"):  # no namespaces on this machine
+            from alignlings import i18n
+
+            typer.echo(i18n.t("cli.watch.unisolated", lang, why=verdict["isolation"]), err=True)
     raise typer.Exit(0 if verdict["passed"] else 1)

@@ -5,6 +5,10 @@ A thin layer over :func:`alignlings.web.app.create_app`. It binds 127.0.0.1 unle
 carries it, because every request without the token is refused. Such a shared server does not
 import progress unless started with ``--allow-import``.
 
+Learner code is graded in Linux namespaces (``alignlings.practice.sandbox``), as root or as a normal
+user. Where they cannot be made, a class or a server on a non-loopback address refuses to start
+and says what is missing, unless ``--allow-unisolated`` is given; then every page says so.
+
 ``--classroom``: a class on one server (``alignlings.web.classroom``). Learners join at ``/join``
 with their name and the class code printed here, each with their own progress; the token is the
 teacher's (``/teacher``), generated when not given. The class (its code and learners) is kept in
@@ -45,6 +49,26 @@ def _lan_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
+def _check_isolation(*, shared: bool, allow_unisolated: bool) -> bool:
+    """Whether this server will grade without isolation (True: say so on every page). A class or a
+    server others can reach refuses to start unless ``--allow-unisolated``; on loopback, a warning."""
+    from alignlings.practice import sandbox
+
+    isolated, how = sandbox.warm_isolation()
+    if isolated:
+        if allow_unisolated:
+            typer.echo("--allow-unisolated: not needed here, grading is isolated.")
+        return False
+    if shared and not allow_unisolated:
+        typer.echo(f"Refusing to serve: learner code would be graded without isolation here: {how}.\n"
+                   f"What is missing: {sandbox.MISSING_ISOLATION}.\n"
+                   "To serve anyway, pass --allow-unisolated (every page then says that grading is not "
+                   "isolated).", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"Warning: learner code is graded without isolation here: {how}.", err=True)
+    return allow_unisolated
+
+
 def serve(
     host: Annotated[str, typer.Option(
         "--host", help="Address to bind; 0.0.0.0 serves a classroom (needs a token).")] = "127.0.0.1",
@@ -72,6 +96,10 @@ def serve(
     allow_import: Annotated[bool, typer.Option(
         "--allow-import", help="Allow progress import on a server with a token (off there by default: "
                                "everyone shares its progress store).")] = False,
+    allow_unisolated: Annotated[bool, typer.Option(
+        "--allow-unisolated", help="Serve a class or a shared server even where grading cannot isolate learner "
+                                   "code (no Linux namespaces here); every page then says so. Without it, "
+                                   "such a server refuses to start.")] = False,
 ) -> None:
     """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress."""
     import socket
@@ -100,6 +128,7 @@ def serve(
         except ImportError:
             raise typer.BadParameter("PostgreSQL needs psycopg: pip install 'alignlings[classroom]'",
                                      param_hint="--database-url") from None
+    unisolated = _check_isolation(shared=classroom or host not in LOOPBACK, allow_unisolated=allow_unisolated)
     try:
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
         packs = [str(p) for p in given_packs(pack)] or default_pack_paths()  # --pack before or after `serve`
@@ -108,6 +137,9 @@ def serve(
                          max_joins_per_address=joins_per_address)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None
+
+    if unisolated:
+        web.state.templates.env.globals["unisolated"] = True  # base.html: a banner on every page
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from alignlings import i18n
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
@@ -82,6 +83,7 @@ def watch(
     out = console()
     with Grader(p, warm=True) as grader:
         seen: list[tuple[int, int] | None] = [None]
+        warned = [False]
 
         def run() -> bool:
             seen[0] = _stamp(path)  # the version this check reads
@@ -89,6 +91,10 @@ def watch(
             out.rule(time.strftime("%H:%M:%S"))
             verdict = grade_and_record(grader, ex.key, code, lang, source="watch")
             render_verdict(verdict, lang, out)
+            isolation = verdict.get("isolation") or ""
+            if not warned[0] and isolation.startswith("rlimits"):  # once: no namespaces on this machine
+                warned[0] = True
+                out.print(f"[bold red]{escape(MSG['unisolated'][lang].format(why=isolation))}[/]")
             return verdict["passed"]
 
         def run_until_current() -> bool:

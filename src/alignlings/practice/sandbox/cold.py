@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from alignlings.practice.sandbox.linux import _host_root
 from alignlings.practice.sandbox.limits import ISOLATION_MODES, _JOB_UID_BASE, Limits, SandboxResult, SandboxUnavailable
 from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _under, _visible_paths
 from alignlings.practice.sandbox.supervisor import (
@@ -37,7 +38,9 @@ _cold_lock = threading.Lock()
 def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str], limits: Limits,
                    result_fd: int, bwrap: str) -> list[str]:
     binds, links = _visible_paths(python_path, readonly)
-    cmd = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    # not the host's root: bubblewrap makes the namespaces from a user namespace (as a user it does
+    # so anyway; root without CAP_SYS_ADMIN must ask)
+    cmd = [bwrap, "--die-with-parent", *([] if _host_root() else ["--unshare-user"]), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--hostname", "sandbox", "--dev", "/dev", "--proc", "/proc"]
     if _bwrap_has_size(bwrap):
         cmd += ["--size", str(limits.file_size_bytes)]
@@ -58,6 +61,10 @@ def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str],
         cmd += ["--perms", "0755", "--size", str(limits.disk_bytes), "--tmpfs", jd.work]
     else:
         cmd += ["--bind", jd.work, jd.work]
+    # As a normal user the job's uid owns bubblewrap's root and /dev (tmpfs of no set size) inside
+    # its user namespace, so both would be writable: read-only, with a small /dev/shm of its own.
+    cmd += ["--remount-ro", "/dev", *(["--size", str(2**20)] if _bwrap_has_size(bwrap) else []),
+            "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/"]
     cmd += ["--chdir", jd.work, "--", sys.executable, "-c", _COLD_CODE, str(result_fd)]
     return cmd
 
@@ -81,6 +88,8 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
     with _JobDir(files) as jd:
         req = _job_request(target, payload, limits, jd, python_path)
         req["namespaces"] = use_bwrap
+        if use_bwrap and not _host_root():
+            req["extra_tasks"] = 1  # bubblewrap's init shares the job's user namespace, hence its count
         res_r, res_w = os.pipe()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -94,7 +103,7 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
         finally:
             for fd in (res_w, in_r, out_w):
                 os.close(fd)
-        if use_bwrap and os.geteuid() == 0:
+        if use_bwrap and _host_root():
             req["uid"] = _JOB_UID_BASE + proc.pid  # the uid is set inside, by the still-privileged runner
 
         def kill() -> None:
@@ -147,7 +156,10 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
                 answer = (False, f"{type(exc).__name__}: {exc}", {})
             if r is not None:
                 if r.ok:
-                    probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"]}
+                    probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"],
+                             "userns": r.value["userns"], "caps": r.value["caps"], "nproc": r.value["nproc"]}
+                    if os.geteuid() == 0 and not _host_root():  # the job stays the host's uid 0, which
+                        probe["nproc"] = -1                     # RLIMIT_NPROC never binds
                     answer = (True, "", probe)
                 else:
                     lines = (r.stdout.strip() or r.error_message or "").strip().splitlines()
@@ -174,7 +186,7 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
         works, why, probe = _cold_probe("bubblewrap")
         if works:
             mode = "bubblewrap"
-            text = _describe("namespaces via bubblewrap", _features(True, probe, limits.processes))
+            text = _describe("namespaces via bubblewrap", _features(True, probe, limits.processes, limits.tasks))
         elif isolation == "namespaces":
             raise SandboxUnavailable(f"bubblewrap does not work here: {why}")
         else:
@@ -183,6 +195,6 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
         text = "rlimits only (asked for)"
     if mode == "rlimits":
         _, _, probe = _cold_probe("rlimits")
-        text += "; " + ", ".join(_features(False, probe, limits.processes))
+        text += "; " + ", ".join(_features(False, probe, limits.processes, limits.tasks))
     return _cold_spawn(target, payload, limits, workdir_files, _python_path(extra_pythonpath), readonly_paths,
                        mode == "bubblewrap", text)

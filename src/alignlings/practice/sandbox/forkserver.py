@@ -13,12 +13,26 @@ import struct
 import sys
 from typing import Any, Sequence
 
-from alignlings.practice.sandbox import mounts
+from alignlings.practice.sandbox import mounts, supervisor
 from alignlings.practice.sandbox.job import _run_job_here
 from alignlings.practice.sandbox.limits import _JOB_UID_BASE, Limits
-from alignlings.practice.sandbox.linux import CLONE_NEWPID, _libc, _oserror, _unshare
+from alignlings.practice.sandbox.linux import (
+    CLONE_NEWPID,
+    PR_SET_PDEATHSIG,
+    _enter_user_namespace,
+    _fork_into_new_pid_namespace,
+    _host_root,
+    _prctl,
+    _unshare,
+)
 from alignlings.practice.sandbox.mounts import _enter_namespaces, _make_template, _visible_paths
 from alignlings.practice.sandbox.supervisor import _classify, _job_request, _JobDir, _supervise, _wait_nohang
+
+
+_server_userns = False
+
+
+"""Whether this fork server made its namespaces from a user namespace of its own (not root)."""
 
 
 def _readable(fd: int, timeout: float) -> bool:
@@ -62,19 +76,12 @@ def _recv_frame_with_fds(sock: socket.socket, max_fds: int) -> tuple[Any, list[i
 
 def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Sequence[int]) -> int:
     """Fork the job from this (preloaded) process. Where `namespaces`, the child is pid 1 of a new
-    pid namespace: we unshare one for our next child only, then step back into our own."""
-    own_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if namespaces else -1
-    try:
-        if namespaces:
-            _unshare(CLONE_NEWPID)
-        pid = os.fork()
-        if pid == 0:  # the job must not keep a handle on our pid namespace
-            _become_job(req, out_w, res_w, namespaces, [*close_fds, own_ns] if namespaces else close_fds)
-    finally:
-        if namespaces:
-            if _libc.setns(own_ns, CLONE_NEWPID) != 0:
-                raise _oserror("setns back to our own pid namespace")
-            os.close(own_ns)
+    pid namespace."""
+    if namespaces:
+        return _fork_into_new_pid_namespace(lambda: _become_job(req, out_w, res_w, True, close_fds))
+    pid = os.fork()
+    if pid == 0:
+        _become_job(req, out_w, res_w, False, close_fds)
     return pid
 
 
@@ -113,13 +120,28 @@ def _become_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: 
         os.close(out_w)
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__  # set up by the server
         req["namespaces"] = namespaces
-        if namespaces and os.geteuid() == 0:
+        req["userns"] = namespaces and _server_userns
+        if namespaces and not _server_userns and os.geteuid() == 0:
             # our pid on the host (the /proc mounted so far still shows the host's pids): unique
             # among live processes, so no two running jobs share a uid
             req["uid"] = _JOB_UID_BASE + int(os.readlink("/proc/self"))
         _run_job_here(req, res_w, (lambda: _enter_namespaces(req)) if namespaces else (lambda: None))
     finally:
         os._exit(70)
+
+
+def _become_init_of_own_pid_namespace() -> None:
+    """Go on as pid 1 of a new pid namespace, which our user namespace owns: only over such a pid
+    namespace do we hold the CAP_SYS_ADMIN that stepping back into it after forking each job takes
+    (``_fork_into_new_pid_namespace``). This process stays behind, waits, and passes on the exit
+    status; its death kills ours (and so every job) like the caller's loss of us would."""
+    _unshare(CLONE_NEWPID)
+    pid = os.fork()
+    if pid:
+        os.close(0)  # the lifeline is the server's to watch
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _server_probe(namespaces: bool, python_path: list[str]) -> tuple[bool, str, dict]:
@@ -145,16 +167,35 @@ def _server_probe(namespaces: bool, python_path: list[str]) -> tuple[bool, str, 
     ok, value, _, message = _classify(outcome, limits)
     if not ok:
         return False, (message or "probe failed").strip().splitlines()[-1], {}
-    return True, "", {"uid_dropped": value["uid"] != os.geteuid(), "seccomp": value["seccomp"]}
+    return True, "", {"uid_dropped": value["uid"] != os.geteuid(), "seccomp": value["seccomp"],
+                      "userns": value["userns"], "caps": value["caps"], "nproc": value["nproc"]}
 
 
 def _serve_main() -> None:
     """Entry point of the fork server. One thread, one loop: accept a request (with the job's
     output and result pipes attached), fork the job, hand the caller a pidfd to it, and report its
     exit status when it is reaped. The caller supervises. stdin is a lifeline: at EOF, we end."""
+    global _server_userns
+    # the caller cleans up after dead processes; we may live in a pid namespace of our own, where
+    # every caller's pid looks dead
+    supervisor._stale_cleaned = True
     config = json.loads(sys.stdin.buffer.readline())
     os.umask(0o022)
     ready: dict[str, Any] = {"pid": os.getpid()}
+    userns_why = ""
+    host_root = os.geteuid() == 0
+    if config["isolation"] != "rlimits" and not _host_root():
+        # not the host's root with CAP_SYS_ADMIN (a user; root in a default container, or in a
+        # rootless one, where no job uid is mapped): make the namespaces from a user namespace of
+        # our own. Now, while we have one thread (torch starts more).
+        try:
+            _enter_user_namespace()
+            _server_userns = True
+            _become_init_of_own_pid_namespace()
+        except OSError as exc:
+            userns_why = f"no user namespace ({exc.strerror or exc})"
+    # our pid as the caller sees it (in our own pid namespace we may be 1); /proc is still the host's
+    ready["pid"] = int(os.readlink("/proc/self"))
     try:
         for item in config["preload"]:
             module_name, _, fn = item.partition(":")
@@ -166,7 +207,9 @@ def _serve_main() -> None:
     namespaces, why, probe = False, "asked for rlimits only", {}
     _visible_paths(config["python_path"])  # computed once here, inherited by every job
     if "error" not in ready:
-        if config["isolation"] != "rlimits":
+        if config["isolation"] != "rlimits" and userns_why:
+            namespaces, why = False, userns_why  # not the host's root, and no user namespace either
+        elif config["isolation"] != "rlimits":
             try:
                 mount_point = os.path.join(os.path.dirname(config["socket"]), "root")
                 mounts._template = _make_template(config["python_path"], mount_point)
@@ -177,6 +220,9 @@ def _serve_main() -> None:
                 os.close(mounts._template["fd"])
                 mounts._template = None
                 namespaces, why, probe = _server_probe(True, config["python_path"])
+            if namespaces and _server_userns and host_root:
+                # root without CAP_SYS_ADMIN: jobs stay the host's uid 0, which RLIMIT_NPROC never binds
+                probe["nproc"] = -1
         if not namespaces:
             _, _, probe = _server_probe(False, config["python_path"])
     ready.update(namespaces=namespaces, why=why, probe=probe)

@@ -14,7 +14,17 @@ import traceback
 from typing import Any, Callable
 
 from alignlings.practice.sandbox.limits import _AS_SLACK, Limits
-from alignlings.practice.sandbox.linux import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, _install_seccomp, _prctl
+from alignlings.practice.sandbox.linux import (
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    _drop_capabilities,
+    _effective_caps,
+    _enter_user_namespace,
+    _in_initial_user_namespace,
+    _install_seccomp,
+    _prctl,
+)
 
 _forbidden_attempts: list[str] = []
 
@@ -38,7 +48,7 @@ def _forbid_new_processes() -> None:
         sys.modules["subprocess"]._fork_exec = _posixsubprocess.fork_exec
 
 
-def _apply_rlimits(limits: Limits, *, nproc: bool) -> None:
+def _apply_rlimits(limits: Limits, *, nproc: int | None) -> None:
     def cap(kind: int, soft: int, hard: int | None = None) -> None:
         hard = soft if hard is None else hard
         old_soft, old_hard = resource.getrlimit(kind)
@@ -53,8 +63,8 @@ def _apply_rlimits(limits: Limits, *, nproc: bool) -> None:
     cap(resource.RLIMIT_FSIZE, limits.file_size_bytes)
     cap(resource.RLIMIT_NOFILE, limits.open_files)
     cap(resource.RLIMIT_CORE, 0)
-    if nproc:
-        cap(resource.RLIMIT_NPROC, limits.processes)
+    if nproc is not None:
+        cap(resource.RLIMIT_NPROC, nproc)
 
 
 def _vm_size() -> int:
@@ -121,15 +131,33 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
                 sys.path.insert(0, p)  # new entries get fresh finders: no cache to invalidate
         if uid is not None:
             _chown_tree(workdir, uid)
-        _apply_rlimits(limits, nproc=uid is not None and limits.processes > 1)
+        # RLIMIT_NPROC counts tasks per uid and user namespace: the job needs one of its own for the
+        # limit to count only its tasks. As root it gets a uid; under bubblewrap as a user, the user
+        # namespace bubblewrap made for it. The warm server's user namespace is shared by every job,
+        # and without namespaces we share the caller's: then one of its own, made before the limit
+        # is set (the count above it, all jobs together, keeps the server's limit).
+        userns = False
+        if req.get("userns") or (uid is None and not req["namespaces"] and os.geteuid() != 0):
+            try:
+                _enter_user_namespace()
+                userns = True
+            except OSError:
+                if req.get("userns"):
+                    raise
+        own_count = uid is not None or userns or (req["namespaces"] and not _in_initial_user_namespace())
+        tasks = max(limits.tasks, limits.processes) + req.get("extra_tasks", 0)
+        _apply_rlimits(limits, nproc=tasks if own_count else None)
         if uid is not None:
             _drop_privileges(uid)
             # the uid change made us non-dumpable, which hands /proc/self to root; the uid is ours alone
             _prctl(PR_SET_DUMPABLE, 1)
+        elif userns or (req["namespaces"] and _effective_caps()):
+            _drop_capabilities()  # what made our namespaces: no use to the job, and it could undo them
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if "torch" in sys.modules:  # a forked child hangs in OpenMP unless it stops using the pool
             sys.modules["torch"].set_num_threads(1)
         faulthandler.enable()
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)  # no program it may start gains privileges (setuid bits)
         if limits.processes <= 1 or not req["namespaces"]:
             _forbid_new_processes()
             try:
@@ -185,7 +213,12 @@ def _probe_job(payload: dict) -> dict:
     """The job run once to find out which layers apply."""
     with open("/proc/self/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
-    return {"uid": os.getuid(), "seccomp": status.get("Seccomp", "0").strip() == "2"}
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    with open("/proc/self/mountinfo") as f:  # 2 on the warm path's fast way: ours over the template's
+        proc_mounts = sum(1 for line in f if " - proc " in line)
+    return {"uid": os.getuid(), "seccomp": status.get("Seccomp", "0").strip() == "2",
+            "userns": not _in_initial_user_namespace(), "caps": int(status.get("CapEff", "0").strip(), 16) != 0,
+            "nproc": -1 if nproc == resource.RLIM_INFINITY else nproc, "proc_mounts": proc_mounts}
 
 
 def _cold_main(result_fd: int) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
 ISOLATION_MODES = ("auto", "namespaces", "rlimits")
@@ -37,6 +38,11 @@ _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/l
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
+def default_tasks() -> int:
+    """The default task limit of a job: ``max(64, 2 * cores + 16)``."""
+    return max(64, 2 * (os.cpu_count() or 1) + 16)
+
+
 @dataclass
 class Limits:
     """What one job may use. Defaults suit one grading run of a small DPO/GRPO exercise."""
@@ -67,10 +73,17 @@ class Limits:
     its own uid, RLIMIT_NPROC caps its processes *and threads* at N."""
     output_bytes: int = 64 * 1024
     """Captured stdout+stderr; a job that prints more is stopped at once ("output_limit")."""
+    tasks: int = field(default_factory=lambda: default_tasks())
+    """Threads the job may run, its processes' threads all counted together (at least
+    ``processes``): RLIMIT_NPROC, which the kernel counts per uid and user namespace, so it applies
+    where the job has one of its own (its own uid when we are root, its own user namespace
+    otherwise). Past it, starting a thread fails (Python: RuntimeError "can't start new thread").
+    Default: ``default_tasks()``, 64 or, on machines with many cores, room for a library pool of
+    one thread per core (torch's inter-op pool, a tokenizer's) twice over."""
 
     def __post_init__(self) -> None:
         for name in ("wall_seconds", "cpu_seconds", "memory_bytes", "file_size_bytes", "open_files",
-                     "disk_bytes", "processes", "output_bytes"):
+                     "disk_bytes", "processes", "output_bytes", "tasks"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Limits.{name}: expected a positive number, got {getattr(self, name)!r}")
 

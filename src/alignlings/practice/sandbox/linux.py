@@ -7,11 +7,12 @@ import errno
 import os
 import platform
 import re
+from typing import Callable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 
 
-CLONE_NEWPID, CLONE_NEWNET, CLONE_THREAD = 0x20000000, 0x40000000, 0x00010000
+CLONE_NEWPID, CLONE_NEWNET, CLONE_THREAD, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x00010000, 0x10000000
 
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -26,15 +27,21 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
 
 
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+
+
+CAP_SYS_ADMIN = 21
+
+
 _MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
                        "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 
 
 _ARCHES = {
     "x86_64": {"audit": 0xC000003E, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59,
-               "execveat": 322, "seccomp": 317, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True},
+               "execveat": 322, "seccomp": 317, "capset": 126, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True},
     "aarch64": {"audit": 0xC00000B7, "fork": None, "vfork": None, "clone": 220, "clone3": 435, "execve": 221,
-                "execveat": 281, "seccomp": 277, "pivot_root": 41, "unshare": 97, "setns": 268, "x32": False},
+                "execveat": 281, "seccomp": 277, "capset": 91, "pivot_root": 41, "unshare": 97, "setns": 268, "x32": False},
 }
 
 
@@ -59,6 +66,110 @@ def _oserror(what: str) -> OSError:
 def _unshare(flags: int) -> None:
     if _libc is None or _libc.unshare(flags) != 0:
         raise _oserror("unshare") if _libc else OSError(errno.ENOSYS, "unshare: no libc")
+
+
+def _write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _enter_user_namespace() -> None:
+    """Become the only member of a new user namespace that maps our own uid and gid to themselves
+    (what any user may do where unprivileged user namespaces are on): we keep our identity and gain
+    every capability, but only over namespaces that this one owns (the mount, pid and network
+    namespaces made after it), never over the host. Must run while the process has one thread."""
+    uid, gid = os.geteuid(), os.getegid()
+    _unshare(CLONE_NEWUSER)
+    try:
+        _write_file("/proc/self/setgroups", "deny")  # needed to write gid_map without CAP_SETGID outside
+    except OSError:
+        pass  # a parent namespace denied it already
+    _write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+
+
+def _effective_caps() -> int:
+    """This process's effective capabilities (a bit mask), from /proc/self/status."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def _has_cap_sys_admin() -> bool:
+    return bool(_effective_caps() >> CAP_SYS_ADMIN & 1)
+
+
+def _host_root() -> bool:
+    """Root of the host with CAP_SYS_ADMIN: namespaces and job uids can be made directly. Anyone
+    else (a user, root without CAP_SYS_ADMIN as in a container, root of a user namespace) makes
+    them from a user namespace of its own."""
+    return os.geteuid() == 0 and _has_cap_sys_admin() and _in_initial_user_namespace()
+
+
+def _in_initial_user_namespace() -> bool:
+    with open("/proc/self/uid_map") as f:
+        return f.read().split() == ["0", "0", "4294967295"]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    """Give up every capability for good: the bounding and ambient sets, then the effective,
+    permitted and inheritable ones (what a change from uid 0 does; here the uid stays the same)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            raise _oserror("prctl(PR_CAPBSET_DROP)")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL on kernels without ambient caps
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    data = (_CapData * 2)()
+    if _ARCH is None or _libc.syscall(_ARCH["capset"], ctypes.byref(header), data) != 0:
+        raise _oserror("capset") if _ARCH else OSError(errno.ENOSYS, "capset: unknown architecture")
+    if _effective_caps():
+        raise OSError(errno.EPERM, "capabilities remain after dropping them")
+
+
+def _fork_into_new_pid_namespace(child: Callable[[], None]) -> int:
+    """fork(), the child being pid 1 of a new pid namespace and running ``child()`` (which must end
+    the process, never return); answers the child's pid. We unshare a pid namespace for our next
+    child only, then step back into our own, which takes CAP_SYS_ADMIN over the user namespace that
+    owns our pid namespace: root's, or (see ``forkserver``) a fork server's own."""
+    own_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    pid = 0
+    try:
+        _unshare(CLONE_NEWPID)
+        pid = os.fork()
+        if pid == 0:  # the job must not keep a handle on our pid namespace
+            try:
+                os.close(own_ns)
+                child()
+            finally:
+                os._exit(70)
+    finally:
+        back = _libc.setns(own_ns, CLONE_NEWPID) == 0
+        error = None if back else _oserror("setns back to our own pid namespace")
+        os.close(own_ns)
+        if error is not None:
+            if pid > 0:  # a child we could not hand on: stop it (its namespace goes with it)
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            raise error
+    return pid
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:

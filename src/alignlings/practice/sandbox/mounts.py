@@ -3,9 +3,12 @@ and the mount namespace built for it (bubblewrap does the same on the cold path)
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -13,14 +16,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from alignlings.practice.sandbox.limits import _DEVICES, _SYSTEM_DIRS, Limits
+from alignlings.practice.sandbox.limits import _DEVICES, _SYSTEM_DIRS, Limits, default_tasks
 from alignlings.practice.sandbox.linux import (
     _ARCH,
     CLONE_NEWIPC,
     CLONE_NEWNET,
     CLONE_NEWNS,
     CLONE_NEWUTS,
-    MNT_DETACH,
     MS_BIND,
     MS_NODEV,
     MS_NOEXEC,
@@ -30,6 +32,7 @@ from alignlings.practice.sandbox.linux import (
     MS_REC,
     MS_REMOUNT,
     _libc,
+    _fork_into_new_pid_namespace,
     _mount,
     _mounts,
     _oserror,
@@ -67,8 +70,14 @@ _job_tree_lock = threading.Lock()
 def job_tree() -> str:
     """A directory holding a minimal ``alignlings`` package made of ``JOB_MODULES``: what jobs import.
 
-    Built once per content (a hash in its name) under the user's cache directory, world-readable
-    (jobs run as a uid of their own), never under /tmp (each job gets a fresh /tmp)."""
+    Made by this process, for this process: a fresh folder (``mkdtemp``: mode 0700, a name no one
+    can predict, created with O_EXCL) inside a per-user folder that must be a real directory this
+    user owns (``~/.cache/alignlings``, or ``/var/tmp/alignlings-UID`` where the cache lies under
+    /tmp), removed when the process exits. A folder found at a computable path is never imported:
+    another local user could have planted it, and the fork server imports the tree before any
+    sandbox applies. The tree itself (``jobtree-<hash of its content>``, the name the grader's
+    cache keys on) is world-readable, since jobs run as a uid of their own and see it through a
+    bind mount, never through the private folder. Never under /tmp (each job gets a fresh /tmp)."""
     global _job_tree_path
     running = sys.modules.get("alignlings")
     if getattr(running, "_REAL_PACKAGE", None):  # this process (a fork server, a job) runs from a tree
@@ -76,50 +85,136 @@ def job_tree() -> str:
     with _job_tree_lock:
         if _job_tree_path is not None and os.path.isdir(_job_tree_path):
             return _job_tree_path
-        import hashlib
-
-        pkg = _package_dir()
-        header = f'"""The part of alignlings a sandboxed job may import."""\n_REAL_PACKAGE = {pkg!r}\n'
-        files = {"alignlings/__init__.py": header.encode(),
-                 "alignlings/practice/__init__.py": b""}
-        for rel in JOB_MODULES:
-            with open(os.path.join(pkg, rel), "rb") as f:
-                files["alignlings/" + rel] = f.read()
-        digest = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in sorted(files.items()))).hexdigest()[:16]
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        top = os.path.join(cache, "alignlings")
-        if _under(os.path.realpath(top), ["/tmp"]):
-            top = os.path.join("/var/tmp", f"alignlings-{os.geteuid()}")
-        path = os.path.join(os.path.realpath(top), f"jobtree-{digest}")
-        if not os.path.isdir(path):
-            os.makedirs(top, exist_ok=True)
-            staging = tempfile.mkdtemp(prefix="jobtree-", dir=top)
-            for rel, data in files.items():
-                target = os.path.join(staging, rel)
-                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-                with open(target, "wb") as f:
-                    f.write(data)
-                os.chmod(target, 0o644)
-            for dirpath, _, _ in os.walk(staging):
-                os.chmod(dirpath, 0o755)
-            try:
-                os.rename(staging, path)
-            except OSError:  # another process made it first
-                shutil.rmtree(staging, ignore_errors=True)
+        files, digest = _job_tree_files()
+        base = _private_tree_folder()
+        path = os.path.join(base, f"jobtree-{digest}")
+        for rel, data in files.items():
+            target = os.path.join(path, rel)
+            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with open(fd, "wb") as f:
+                f.write(data)
+            os.chmod(target, 0o644)  # whatever the umask
+        for dirpath, _, _ in os.walk(path):
+            os.chmod(dirpath, 0o755)
+        atexit.register(shutil.rmtree, base, True)
         _job_tree_path = path
         return path
 
 
+def _job_tree_files() -> tuple[dict[str, bytes], str]:
+    """The job tree's files (relative path -> bytes) and the hash of them all (16 hex digits)."""
+    import hashlib
+
+    pkg = _package_dir()
+    header = f'"""The part of alignlings a sandboxed job may import."""\n_REAL_PACKAGE = {pkg!r}\n'
+    files = {"alignlings/__init__.py": header.encode(), "alignlings/practice/__init__.py": b""}
+    for rel in JOB_MODULES:
+        with open(os.path.join(pkg, rel), "rb") as f:
+            files["alignlings/" + rel] = f.read()
+    digest = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in sorted(files.items()))).hexdigest()[:16]
+    return files, digest
+
+
+_TREE_PATTERN = re.compile(r"^tree-(\d+)-")
+
+
+def _tree_top() -> str | None:
+    """The per-user folder that holds this user's job trees, made (0700) if missing; None where the
+    folder at that path is not a real directory owned by this user (someone else made it)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    top = os.path.join(cache, "alignlings")
+    if _under(os.path.realpath(top), [os.path.realpath(tempfile.gettempdir()), "/tmp"]):
+        top = os.path.join("/var/tmp", f"alignlings-{os.geteuid()}")
+    else:
+        try:
+            os.makedirs(cache, mode=0o700, exist_ok=True)
+        except OSError:
+            return None
+    try:
+        os.mkdir(top, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    st = os.lstat(top)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    if st.st_mode & 0o077:
+        os.chmod(top, 0o700)  # ours, but open to others: whatever they put there is never used
+    return top
+
+
+def _private_tree_folder() -> str:
+    """A fresh 0700 folder made by this process for its job tree (see ``job_tree``)."""
+    top = _tree_top()
+    if top is not None:
+        _clean_stale_trees(top)
+        try:
+            return tempfile.mkdtemp(prefix=f"tree-{os.getpid()}-", dir=top)
+        except OSError:
+            pass
+    for fallback in ("/var/tmp", None):  # None: the temp dir (jobs then take the slower mount path)
+        try:
+            return tempfile.mkdtemp(prefix=f"alignlings-sandbox-{os.getpid()}-tree-", dir=fallback)
+        except OSError:
+            continue
+    raise OSError("job_tree: no folder to write the job tree to (tried the cache folder, /var/tmp, the temp dir)")
+
+
+def _clean_stale_trees(top: str) -> None:
+    """Job trees left by processes of ours that were killed (the pid in their name is gone)."""
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return
+    for name in names:
+        m = _TREE_PATTERN.match(name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # still running
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(top, name), ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _interpreter_dirs() -> list[str]:
+    """Where the interpreter keeps its standard library and site-packages (real paths)."""
+    import site
+    import sysconfig
+
+    found = []
+    for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars or None)
+        found += [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
+    found += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    user_site = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
+    if user_site and site.ENABLE_USER_SITE:
+        found.append(user_site)
+    return [os.path.realpath(p) for p in dict.fromkeys(found) if p]
+
+
 def _python_path(extra: Sequence[str] = ()) -> list[str]:
     """The job's import path: the job tree first (its ``alignlings`` shadows the real one), then
-    extras, then whatever the caller can import except the directory holding the real package."""
+    extras, then the caller's import path entries that belong to the interpreter (its standard
+    library and site-packages) and nothing else: not the current directory or the script's folder
+    (``python -m alignlings`` run in the folder holding the progress database puts it there), not
+    ``PYTHONPATH`` entries or folders a ``.pth`` file adds (a checkout of alignlings), not the
+    directory holding the real package."""
     hidden = {_src_root()}
     tmp = os.path.realpath(tempfile.gettempdir())
+    allowed = _interpreter_dirs()
     paths = [job_tree()] + [os.path.realpath(p) for p in extra]
-    # not the real package's folder, nor a folder holding the temp dir (a script run from /tmp puts
-    # /tmp on sys.path: bound read-only, it would hide the job's own work dir)
-    paths += [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p) and p != "/"
-              and os.path.realpath(p) not in hidden and not _under(tmp, [os.path.realpath(p)])]
+    # nor a folder holding the temp dir (bound read-only, it would hide the job's own work dir)
+    for p in sys.path:
+        if not p or not os.path.isabs(p) or not os.path.isdir(p):
+            continue
+        real = os.path.realpath(p)
+        if real != "/" and real not in hidden and _under(real, allowed) and not _under(tmp, [real]):
+            paths.append(real)
     return list(dict.fromkeys(paths))
 
 
@@ -199,18 +294,23 @@ def _describe(base: str, features: Sequence[str]) -> str:
     return f"{base} ({', '.join(features)})" if features else base
 
 
-def _features(namespaces: bool, probe: dict, processes: int) -> list[str]:
+def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None = None) -> list[str]:
     feats = ["read-only file system except the work dir", "private /tmp", "no network",
              "own pid namespace"] if namespaces else []
     if probe.get("uid_dropped"):
         feats.append("own unprivileged uid")
+    elif probe.get("userns"):
+        feats.append("own user namespace without capabilities")
     if processes <= 1 or not namespaces:
         feat = "no new processes (seccomp)" if probe.get("seccomp") else "no new processes (Python guards only)"
         feats.append(feat if processes <= 1 else feat[:-1] + "; more need a pid namespace)")
-    elif probe.get("uid_dropped"):
-        feats.append(f"at most {processes} processes and threads (RLIMIT_NPROC)")
     else:
         feats.append("new processes allowed, killed with the pid namespace")
+    nproc, default = probe.get("nproc", -1), default_tasks()
+    if 0 < nproc <= default + 1:  # the probe ran with the default task limit: it applied
+        feats.append(f"at most {max(tasks or default, processes)} threads (RLIMIT_NPROC)")
+    else:
+        feats.append("threads not limited (no uid of its own that RLIMIT_NPROC binds)")
     return feats
 
 
@@ -273,29 +373,33 @@ def _make_template(python_path: Sequence[str], mount_point: str) -> dict[str, An
         return None  # a job's fresh /tmp would hide those
     os.makedirs(mount_point, exist_ok=True)
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            _unshare(CLONE_NEWNS)
-            _mount(None, "/", None, MS_REC | MS_PRIVATE)
-            _mount("tmpfs", mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
-            _populate_root(mount_point, binds, links, python_path)
-            os.chdir(mount_point)
-            _pivot_root_here()
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # for _seal_root to read
-            _seal_root(set())
-            if _libc.umount2(b"/proc", MNT_DETACH) != 0:
-                raise _oserror("umount /proc")
-            os.write(w, b"1")
-            time.sleep(3600)  # the parent opens our namespace, then kills us
-        finally:
-            os._exit(1)
+
+    def build() -> None:
+        os.close(r)
+        # our pid in the caller's /proc (still the host's here), which the caller's own pid
+        # namespace may not number us by (a fork server in a user namespace is pid 1 of its own)
+        host_pid = int(os.readlink("/proc/self"))
+        _unshare(CLONE_NEWNS)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount("tmpfs", mount_point, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+        _populate_root(mount_point, binds, links, python_path)
+        # /proc of our own pid namespace, mounted while the host's is still in sight (in a user
+        # namespace the kernel mounts a proc only where one is fully visible already), and kept:
+        # each job mounts its own over it, which again needs one in sight
+        _mount("proc", mount_point + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        os.chdir(mount_point)
+        _pivot_root_here()
+        _seal_root(set())
+        os.write(w, f"{host_pid}\n".encode())
+        time.sleep(3600)  # the parent opens our namespace, then kills us
+
+    pid = _fork_into_new_pid_namespace(build)
     os.close(w)
     try:
-        if os.read(r, 1) != b"1":
+        answer = os.read(r, 32)
+        if not answer.endswith(b"\n"):
             return None
-        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+        fd = os.open(f"/proc/{int(answer)}/ns/mnt", os.O_RDONLY)
     finally:
         os.close(r)
         os.kill(pid, signal.SIGKILL)
@@ -341,8 +445,9 @@ def _enter_namespaces(req: dict) -> None:
     _populate_root(root, binds, links, req["python_path"])
     os.makedirs(root + work, exist_ok=True)
     _mount("tmpfs", root + work, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={limits.disk_bytes}")
+    # shows only this pid namespace; mounted before the host's /proc goes out of sight (see above)
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(root)
     _pivot_root_here()
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only this pid namespace
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1m")
     _seal_root({"/tmp", work, "/dev/shm"})

@@ -192,24 +192,24 @@ def _classify(outcome: _Outcome, limits: Limits, *,
     if outcome.stopped_for in stopped:
         return fail(*stopped[outcome.stopped_for])
     if outcome.result:
-        try:
-            message = json.loads(outcome.result)
-            status = message["status"]
-        except (ValueError, KeyError, TypeError):
-            return fail("crashed", "the job's result could not be read: the code overwrote or cut short "
-                                   "the channel it comes back on")
+        message, why = _decode_result(outcome.result)
+        if message is None:
+            return fail("crashed", f"the job's result could not be read ({why}): the code overwrote or cut "
+                                   "short the channel it comes back on")
+        status = message["status"]
         if status == "ok":
             return True, message.get("value"), None, None
         if status == "setup_error":
-            return fail("crashed", f"the sandbox could not be set up: {message.get('message')}")
+            return fail("crashed", f"the sandbox could not be set up: {_text(message.get('message'))}")
         if status == "bad_value":
             return fail("exception", "the job function returned a value that is not JSON-serialisable: "
-                                     f"{message.get('message')}")
-        tail = message.get("traceback", "")
-        if message.get("memory"):
+                                     f"{_text(message.get('message'))}")
+        tail = _text(message.get("traceback", ""))
+        if message.get("memory") is True:
             return fail("memory", f"{memory}\n{tail}")
-        if message.get("forbidden"):
-            names = ", ".join(dict.fromkeys(message["forbidden"]))
+        forbidden = message.get("forbidden")
+        if forbidden:
+            names = ", ".join(dict.fromkeys(_text(n, 80) for n in (forbidden if isinstance(forbidden, list) else [forbidden])))
             return fail("forbidden", f"the code tried to start a new process ({names}), "
                                      f"which is not allowed here\n{tail}")
         return fail("exception", f"the code raised an exception:\n{tail}")
@@ -238,6 +238,56 @@ def _classify(outcome: _Outcome, limits: Limits, *,
     if sig in _SIGNAL_WORDS:
         return fail("crashed", f"the code crashed ({name}: {_SIGNAL_WORDS[sig]})")
     return fail("killed", f"the code was killed ({name}) before it returned")
+
+
+_MAX_DEPTH = 100
+
+
+"""Deepest nesting of lists and objects a job's result may have. The job writes the channel the
+result comes back on, so learner code can write anything there: 200,000 nested brackets would make
+``json.loads`` (or whatever walks the value later) raise RecursionError in the caller."""
+
+
+_STATUSES = ("ok", "setup_error", "bad_value", "exception")
+
+
+def _decode_result(raw: bytes) -> tuple[dict | None, str]:
+    """(the job's decoded message, "") or (None, why it is not one). Never raises: every decoding
+    error (bad UTF-8, bad JSON, RecursionError, a value nested past ``_MAX_DEPTH``, the wrong shape)
+    is a reason, since the bytes come from the job."""
+    try:
+        message = json.loads(raw)
+    except RecursionError:
+        return None, "nested too deeply"
+    except (ValueError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None, f"not JSON: {type(exc).__name__}"
+    except Exception as exc:  # noqa: BLE001 - the job's bytes must never become our traceback
+        return None, f"{type(exc).__name__}"
+    if not isinstance(message, dict) or message.get("status") not in _STATUSES:
+        return None, "not a result message"
+    if _depth_exceeds(message, _MAX_DEPTH):
+        return None, f"nested more than {_MAX_DEPTH} levels deep"
+    return message, ""
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether lists/dicts in `value` nest deeper than `limit` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
+def _text(value: Any, limit: int = 4000) -> str:
+    """A field of the job's message as text, whatever type the job wrote there."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _result(outcome: _Outcome, limits: Limits, isolation: str, started: float, **kw: Any) -> SandboxResult:

@@ -42,6 +42,19 @@ def _write_and_close(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
+def _pid_of_pidfd(pidfd: int) -> int | None:
+    """The pid, in our pid namespace, of the process a pidfd refers to (None once it is gone)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 @dataclass
 class _Server:
     proc: subprocess.Popen
@@ -153,9 +166,9 @@ class WarmSandbox:
     def isolation_for(self, limits: Limits = Limits()) -> str:
         ready = self._ready_server().ready
         if ready["namespaces"]:
-            return _describe("namespaces", _features(True, ready["probe"], limits.processes))
+            return _describe("namespaces", _features(True, ready["probe"], limits.processes, limits.tasks))
         why = ready["why"] if self._isolation_mode == "rlimits" else f"namespaces unavailable: {ready['why']}"
-        return f"rlimits only ({why}); " + ", ".join(_features(False, ready["probe"], limits.processes))
+        return f"rlimits only ({why}); " + ", ".join(_features(False, ready["probe"], limits.processes, limits.tasks))
 
     @property
     def isolation(self) -> str:
@@ -218,6 +231,8 @@ class WarmSandbox:
                 return SandboxResult(False, None, "crashed", f"the sandbox could not start the job: {frame['error']}",
                                      "", isolation, time.monotonic() - started)
             pid = frame["started"]
+            if pidfd is not None:  # the server's pid may be of its own pid namespace; the pidfd knows ours
+                pid = _pid_of_pidfd(pidfd) or pid
 
             collect_exit_answer: tuple[int | None, float] | None = None
 
@@ -270,3 +285,23 @@ class WarmSandbox:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def warm_isolation(timeout: float = 60.0) -> tuple[bool, str]:
+    """Whether the warm path's jobs get namespaces on this machine, as this user: (True, the
+    isolation text) or (False, why not). Starts a fork server without preloads (well under a second)
+    and runs the same probe a real one does, so the answer is what the web app's grader will get."""
+    try:
+        with WarmSandbox(preload=[], isolation="auto", start_timeout=timeout) as sandbox:
+            text = sandbox.isolation
+    except (RuntimeError, OSError) as exc:
+        return False, f"the fork server did not start ({exc})"
+    return text.startswith("namespaces"), text
+
+
+MISSING_ISOLATION = ("grading needs Linux namespaces to keep learner code away from this server's files, "
+                     "token and processes: run as root with CAP_SYS_ADMIN, or where unprivileged user "
+                     "namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1 and "
+                     "user.max_user_namespaces > 0; in a container, a seccomp profile and AppArmor policy "
+                     "that let unshare(CLONE_NEWUSER) through)")
+"""What to fix when ``warm_isolation`` answers False (``serve`` and ``watch`` say it)."""
