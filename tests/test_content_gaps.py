@@ -1,0 +1,90 @@
+"""Wrong answers that used to pass now fail, each on its own blank (issue 21 §1), and the reference still
+passes: one grading run per wrong answer through the real grader, the rest of the file the reference.
+
+Each wrong answer is also a misconception of its exercise (so `alignlings dev check` proves its feedback);
+here the grading itself is the subject: the case that catches it, not the feedback text.
+"""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from alignlings.practice import blanks as bl  # noqa: E402
+from alignlings.practice.grader import Grader  # noqa: E402
+from alignlings.practice.pack import load_pack  # noqa: E402
+
+PACK = load_pack("dpo-grpo")
+DRILLS = load_pack("bug-drills")
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+# (exercise, blank, wrong fill, the case that must catch it)
+WRONG = [
+    ("grpo-aggregation", 1, "torch.nan_to_num((per_token_loss*mask).sum(-1)/mask.sum(-1))",
+     "an empty completion: gradients"),
+    ("grpo-off-policy", 6, "gradient_accumulation_steps < steps_per_generation*num_iterations",
+     "when TRL records pi_old's log-probs: accumulation longer than one generation"),
+    ("dapo", 3, "rewards.std(dim=-1) > 0", "one group of eight equal rewards, 1.0 + (-0.3)"),
+    ("toy-dpo", 7, "dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected)",
+     "train(beta=0.5) against a reference that differs from the policy: P('a') over 3 steps"),
+    ("toy-dpo", 6, "sequence_logps(policy, chosen)",
+     "train(beta=0.5) against a reference that differs from the policy: P('a') over 3 steps"),
+]
+
+
+@pytest.fixture(scope="module")
+def grader(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home")))
+    g = Grader(PACK, warm=True)
+    yield g
+    g.close()
+    mp.undo()
+
+
+def _fills(eid: str) -> list[str]:
+    return [b.answer for b in bl.find_blanks(PACK.get(eid).solution_source)]
+
+
+def _failed_cases(verdict) -> set[str]:
+    return {c["name"] for c in verdict["cases"] if not c["passed"]}
+
+
+@pytest.mark.parametrize("eid", sorted({w[0] for w in WRONG}))
+def test_reference_passes(grader, eid):
+    v = grader.check(eid, fills=_fills(eid), run_main=False, quick=True)
+    assert v["passed"], _failed_cases(v) or v["error"]
+
+
+@pytest.mark.parametrize(("eid", "blank", "fill", "case"), WRONG, ids=[f"{w[0]}-{w[1]}" for w in WRONG])
+def test_wrong_answer_fails_on_its_blank(grader, eid, blank, fill, case):
+    fills = _fills(eid)
+    fills[blank - 1] = fill
+    v = grader.check(eid, fills=fills, run_main=False, quick=True)
+    assert not v["passed"]
+    by_blank = {b["index"]: b["passed"] for b in v["blanks"]}
+    assert by_blank[blank] is not True, by_blank
+    assert all(ok is True for i, ok in by_blank.items() if i != blank), by_blank
+    assert case in _failed_cases(v)
+
+
+def test_dapo_case_holds_equal_rewards_with_a_positive_std():
+    """Why the [1, 8] case exists: eight equal float32 rewards whose std is not 0."""
+    one = (torch.ones(1, 8) + torch.tensor(-0.3))
+    assert bool((one.max(-1).values == one.min(-1).values).all())  # all eight are equal
+    assert one.std(-1).item() > 0  # yet float32's std is not 0 (6.4e-8)
+
+
+def test_grad_accum_empty_micro_batch_is_named_in_the_note():
+    """A fix that gives NaN on the micro-batch with no trained token fails there, and the note says why."""
+    ex = DRILLS.get("grad-accum-loss")
+    nan_fix = ex.solution_source.replace(
+        "total = total + causal_lm_loss(logits, labels, num_items_in_batch=num_items)",
+        "total = total + causal_lm_loss(logits, labels) * int((labels[:, 1:] != IGNORE_INDEX).sum()) / num_items")
+    assert nan_fix != ex.solution_source
+    with Grader(DRILLS, warm=False) as g:
+        v = g.check("grad-accum-loss", nan_fix, run_main=False)
+    failed = [c for c in v["cases"] if not c["passed"]]
+    assert [c["name"] for c in failed] == ["micro-batches of 1 and 4 sequences"]
+    assert "no trained token" in str(failed[0])
