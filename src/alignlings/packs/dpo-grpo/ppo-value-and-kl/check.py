@@ -64,9 +64,10 @@ def cases():
         Case("B=5, T=8, right padding, kl_coef 0.05", "hidden", random_rewards(1, 5, 8, False),
              label={"zh": "B=5, T=8，右侧 padding，kl_coef 0.05"}, note={
             "en": "With right padding the position after the last real token is padding: a score placed at "
-                  "index = length lands there (TRL issue #3750).",
-            "zh": "右侧 padding 时，最后一个真实 token 之后的位置就是 padding：放在 index = length 处的得分会落到那里"
-                  "（TRL issue #3750）。"}),
+                  "index = length lands there, on a token that was never generated (TRL's p1 convention, "
+                  "disputed in issue #3750). Here it belongs on the last real token.",
+            "zh": "右侧 padding 时，最后一个真实 token 之后的位置就是 padding：放在 index = length 处的得分会落到那里，"
+                  "落在一个从未生成过的 token 上（TRL 的 p1 约定，issue #3750 对此有争议）。这里它应放在最后一个真实 token 上。"}),
         Case("B=4, T=6, left padding, kl_coef 0.2", "hidden", random_rewards(2, 4, 6, True, kl_coef=0.2),
              label={"zh": "B=4, T=6，左侧 padding，kl_coef 0.2"}, note={
             "en": "With left padding every row ends at the last position, and length - 1 points into the middle "
