@@ -88,3 +88,26 @@ def test_grad_accum_empty_micro_batch_is_named_in_the_note():
     failed = [c for c in v["cases"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["micro-batches of 1 and 4 sequences"]
     assert "no trained token" in str(failed[0])
+
+
+def test_dpo_chosen_reward_falls_code_is_trainable_and_its_numbers_agree():
+    """The bug-or-not drill's answer is "expected": its code must be TRL's, with a loss that has a gradient,
+    and the observation must quote the table (issue 21 §2)."""
+    import tomllib
+
+    import torch.nn.functional as F
+
+    data = tomllib.loads((DRILLS.get("dpo-chosen-reward-falls").path / "bugornot.toml").read_text(encoding="utf-8"))
+    assert data["answer"] == "expected"
+    logps = {k: torch.randn(4, requires_grad=True) for k in ("chosen_logps", "rejected_logps")}
+    ns = {"F": F, "beta": 0.1, "ref_chosen_logps": torch.randn(4), "ref_rejected_logps": torch.randn(4), **logps}
+    exec(compile(data["code"], "bugornot", "exec"), ns)  # noqa: S102 - pack data
+    grads = torch.autograd.grad(ns["loss"], list(logps.values()))
+    assert all(g.abs().sum() > 0 for g in grads)
+    assert torch.allclose(ns["chosen_rewards"] - ns["rejected_rewards"],
+                       0.1 * (ns["chosen_logratios"] - ns["rejected_logratios"]).detach())
+    table = [line.split() for line in data["code"].splitlines() if line.startswith("#  ")]
+    step500 = next(row for row in table if row[1] == "500")
+    for lang in ("en", "zh"):
+        assert step500[2] in data["observation"][lang], lang  # rewards/chosen
+    assert all(step500[5] in r["why"]["en"] for r in data["reason"] if "accuracy" in r["why"]["en"])
