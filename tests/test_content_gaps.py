@@ -110,4 +110,5 @@ def test_dpo_chosen_reward_falls_code_is_trainable_and_its_numbers_agree():
     step500 = next(row for row in table if row[1] == "500")
     for lang in ("en", "zh"):
         assert step500[2] in data["observation"][lang], lang  # rewards/chosen
-    assert all(step500[5] in r["why"]["en"] for r in data["reason"] if "accuracy" in r["why"]["en"])
+    quoted = [r["why"][lang] for r in data["reason"] for lang in ("en", "zh") if "0.8" in r["why"][lang]]
+    assert quoted and all(step500[5] in why for why in quoted)  # rewards/accuracies
