@@ -112,3 +112,18 @@ def test_dpo_chosen_reward_falls_code_is_trainable_and_its_numbers_agree():
         assert step500[2] in data["observation"][lang], lang  # rewards/chosen
     quoted = [r["why"][lang] for r in data["reason"] for lang in ("en", "zh") if "0.8" in r["why"][lang]]
     assert quoted and all(step500[5] in why for why in quoted)  # rewards/accuracies
+
+
+def test_rloo_drill_says_plainly_that_std_positive_is_not_enough():
+    """The drill's fix (`std > 0`) passes its cases, and its explanation says it fails for rewards like 0.35:
+    the explanation's figures are what the reference computes."""
+    import runpy
+
+    ex = DRILLS.get("rloo-variance-cancellation")
+    m = runpy.run_path(str(ex.path / "solution.py"))
+    rewards = torch.tensor([[0.35] * 7 + [1.0]])
+    _, std = m["loo_baseline_and_std"](rewards)
+    assert 1e-4 < std[0, -1].item() < 2e-4  # equal others, yet a positive std
+    assert m["rloo_advantages"](rewards)[0, -1].item() > 4000
+    for lang in ("en", "zh"):
+        assert "0.35" in ex.texts(lang).explanation and "1.5e-4" in ex.texts(lang).explanation
