@@ -120,10 +120,10 @@ def cases():
              label={"zh": "make_pairs：'a' 优于其他每个 token"}),
         Case("sequence_logps on the pairs", "visible", logps_on_pairs, label={"zh": "在数据对上的 sequence_logps"}),
         Case("sequence_logps with prompts of 2 and 3 tokens", "hidden", logps_longer_prompt,
-             label={"zh": "提示长为 2 和 3 个 token 时的 sequence_logps"},
+             label={"zh": "prompt 长为 2 和 3 个 token 时的 sequence_logps"},
              note={"en": "Only completion tokens count: with prompt_length = 2 the first target (token 1) is part "
                          "of the prompt and must be masked out.",
-                   "zh": "只有回答部分的 token 计入：prompt_length = 2 时，第一个预测目标（token 1）属于提示，必须被 mask 掉。"}),
+                   "zh": "只有回答部分的 token 计入：prompt_length = 2 时，第一个预测目标（token 1）属于 prompt，必须被 mask 掉。"}),
         Case("sequence_logps: gradient w.r.t. the model", "hidden", logps_gradient,
              label={"zh": "sequence_logps 对模型参数的梯度"}),
         Case("dpo_loss on the statement's numbers", "visible", loss_spec, label={"zh": "题目数据上的 dpo_loss"}),
