@@ -127,3 +127,35 @@ def test_rloo_drill_says_plainly_that_std_positive_is_not_enough():
     assert m["rloo_advantages"](rewards)[0, -1].item() > 4000
     for lang in ("en", "zh"):
         assert "0.35" in ex.texts(lang).explanation and "1.5e-4" in ex.texts(lang).explanation
+
+
+def test_kl_estimators_todo_comments_state_the_task_not_the_formula():
+    """Issue 21 §3: the TODO comments of kl-estimators name what to compute, never how."""
+    formulas = ["-log r", "−log r", "(log r)", "r - 1", "r − 1", "exp(", "log pi_ref - log", "log π_ref − log", "^2", "²"]
+    ex = PACK.get("kl-estimators")
+    for lang in ("en", "zh"):
+        for todo in ex.texts(lang).blanks:
+            assert not any(f in todo for f in formulas), (lang, todo)
+
+
+NEW_MISCONCEPTIONS = {  # issue 21 §3: behaviour-matched, each with its feedback in both languages
+    "dpo-loss": ["mean-inside-logsigmoid"],
+    "grpo-loss": ["clipped-branch-detached", "kl-times-ratio"],
+    "ppo-clip": ["clipped-branch-detached"],
+    "token-logprobs": ["softmax-over-time"],
+}
+
+
+@pytest.mark.parametrize("eid", sorted(NEW_MISCONCEPTIONS))
+def test_named_misconceptions_are_rejected_with_their_feedback(grader, eid):
+    ex = PACK.get(eid)
+    by_id = {m.id: m for m in ex.misconceptions}
+    for mid in NEW_MISCONCEPTIONS[eid]:
+        m = by_id[mid]
+        assert m.feedback["en"].strip() and m.feedback["zh"].strip()
+        fills = _fills(eid)
+        fills[m.blank - 1] = m.fill
+        v = grader.check(eid, fills=fills, lang="zh", run_main=False, quick=True)
+        blank = next(b for b in v["blanks"] if b["index"] == m.blank)
+        assert blank["passed"] is not True, (eid, mid)
+        assert m.feedback["zh"] in str(blank), (eid, mid, blank)
