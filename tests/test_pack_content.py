@@ -30,7 +30,7 @@ PACK_DIR = builtin_pack_path()
 PACK = load_pack("dpo-grpo")  # the fill-in pack; the drills are proven in tests/test_bugdrill.py
 CODE = [ex.id for ex in PACK.code_exercises()]
 MISCONCEPTIONS = [(ex.id, m.id) for ex in PACK.code_exercises() for m in ex.misconceptions]
-TRAINS = {"toy-grpo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)
+TRAINS = {"toy-grpo", "toy-ppo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)
 
 
 def _slow_if_training(eid: str, *values):
@@ -129,6 +129,7 @@ TAUGHT_BEFORE = {
     "grpo-aggregation": ["grpo-loss", "sft-loss"],
     "ipo": ["dpo-loss"], "simpo": ["dpo-loss"], "orpo": ["sft-loss", "dpo-loss"], "kto": ["dpo-loss"],
     "toy-dpo": ["dpo-loss", "token-logprobs"],
+    "toy-ppo": ["token-logprobs", "ppo-clip", "gae", "ppo-value-and-kl"],
 }
 
 
