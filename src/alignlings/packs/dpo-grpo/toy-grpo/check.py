@@ -3,6 +3,8 @@
 Unit cases install their own seeded models into the learner's module (the functions read the
 module globals policy, ref, old and opt), so they do not depend on what ran before them, nor on the
 order in which a learner's code draws random numbers. The training case judges the outcome itself.
+A whole file in the original page's form runs its 40-iteration loop at module level and defines no
+train(): the sync and training cases then inspect the models that loop trained on import.
 """
 
 from alignlings.practice.checks import Case
@@ -40,8 +42,20 @@ def cases():
                 p.add_(torch.randn(p.shape, generator=generator) * scale)
         return model
 
+    def imported_models(m):
+        """(policy, old, ref) as the module left them when it was imported, kept before any case installs its
+        own. The original page's whole file runs its training loop at module level and defines no train():
+        its trained models are these."""
+        if not hasattr(m, "_models_at_import"):
+            m._models_at_import = (getattr(m, "policy", None), getattr(m, "old", None), getattr(m, "ref", None))
+        return m._models_at_import
+
+    def trained_at_import(m):
+        return not callable(getattr(m, "train", None))
+
     def install(m, seed, old_noise=0.0, policy_noise=0.0):
         """Fresh policy/ref/old/opt in module m; optionally move old and policy away from ref."""
+        imported_models(m)
         torch.manual_seed(seed)
         base = GPT2LMHeadModel(config).eval()
         g = torch.Generator().manual_seed(seed + 1000)
@@ -128,6 +142,12 @@ def cases():
 
     @one_thread
     def sync(m):
+        if trained_at_import(m):  # the loop ran at import: inspect the models it left
+            policy, old, ref = imported_models(m)
+            states = [x.state_dict().values() for x in (policy, old, ref)]
+            return {"old is a separate model": old is not policy,
+                    "old equals policy after an iteration": all(torch.equal(a, b) for a, b in zip(states[0], states[1])),
+                    "ref is still the initial model": not all(torch.equal(a, b) for a, b in zip(states[0], states[2]))}
         install(m, 41)
         ref_before = copy.deepcopy(m.ref.state_dict())
         m.train(iterations=1)
@@ -138,10 +158,14 @@ def cases():
 
     @one_thread
     def training(m):
-        install(m, 0)
-        m.train()
+        if trained_at_import(m):  # the original page's file: its module-level loop trained m.policy on import
+            policy = imported_models(m)[0].eval()
+        else:
+            install(m, 0)
+            m.train()
+            policy = m.policy
         with torch.no_grad():
-            return F.softmax(m.policy(prompt).logits[0, -1], dim=-1)[TARGET].item()
+            return F.softmax(policy(prompt).logits[0, -1], dim=-1)[TARGET].item()
 
     def trained(p):
         return p >= 0.7, f'P("a") = {p:.3f} after 40 iterations; it should end above 0.70'
