@@ -61,7 +61,7 @@ def cases():
 
     return [
         Case("step-0 ratio: rollout batch vs training micro-batch", "visible", step0_ratio,
-             label={"zh": "第 0 步的 ratio：rollout 批次对比训练 micro-batch"},
+             label={"zh": "第 0 步的比率：rollout 批次对比训练 micro-batch"},
              note={"en": "before any update the policy is unchanged: the ratio must be 1 on every token",
                    "zh": "还没有任何更新时 policy 没变：每个 token 的 ratio 都应为 1"}),
         Case("left-padded batch vs each sequence alone", "hidden", padded_vs_alone,
