@@ -291,7 +291,8 @@ WHY = {  # what each forgery must run into (so that it fails for the right reaso
                               "before the job function returned"),
     "read the expected cache": "no cache visible",
     "read the progress database": "no database visible",
-    "nested brackets on the result pipe": "result could not be read",
+    # refused either while decoding (an unreadable result) or as an exit before the job returned
+    "nested brackets on the result pipe": ("result could not be read", "before the job function returned"),
     "scan memory for the reference": "reference not in memory",
 }
 
