@@ -61,7 +61,7 @@ def test_startup_does_not_import_torch(argv, tmp_path):
 
 def test_home_welcomes_once_then_shows_next():
     first = invoke()
-    assert first.exit_code == 0 and "Welcome" in first.output and "concepts" in first.output
+    assert first.exit_code == 0 and "Welcome" in first.output and "token-logprobs" in first.output  # first in learning order
     second = invoke()
     assert "Welcome" not in second.output and "Next" in second.output
 

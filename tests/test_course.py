@@ -35,7 +35,7 @@ def test_include_puts_the_builtin_pack_first_and_tracks_in_order(tmp_path):
     assert [p.id for p in course.packs] == ["dpo-grpo", "ipo"] and course.id == "ipo"
     assert course.title["en"] == "IPO course" and course.path == (tmp_path / "ipo").resolve()
     keys = [t.key for t in course.tracks]
-    assert keys[0] == "dpo-grpo/dpo-grpo-fill" and keys[-1] == "ipo/ipo-basics"
+    assert keys[0] == "dpo-grpo/foundations" and keys[-1] == "ipo/ipo-basics"  # learning order: foundations first
     assert course.track("ipo-basics").requires == ("dpo-grpo-fill",)
     assert course.get("ipo-loss").pack == "ipo" and course.get("dpo-loss").pack == "dpo-grpo"
     assert course.get("ipo-loss").path.is_absolute()

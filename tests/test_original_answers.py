@@ -205,3 +205,46 @@ def test_page_toy_training_reaches_the_target():
     assert 0.05 < history[0] < 0.15
     assert history[-1] > 0.7
     assert out.getvalue().count("P(a) = ") == 4  # every 10 of the 40 iterations
+
+
+PAGE_LOOP = '''
+# the original page's loop, at module level: no train() function
+for it in range(40):
+    samples, old_lp, rewards = sample_group(old, G=32)
+    adv = grpo_advantage(rewards)
+    for _ in range(2):
+        loss = grpo_step(samples, old_lp, adv)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    old.load_state_dict(policy.state_dict())
+    if it % 10 == 0:
+        print(f"iter {it}: P(a) = {p_target():.3f}")
+'''
+
+
+def _page_whole_file() -> str:
+    ex = PACK.get("toy-grpo")
+    source = ex.solution_source
+    code = bl.render(source, bl.find_blanks(source), dict(enumerate(_page_fills("toy-grpo"), start=1)))
+    return code[: code.index("def train(")] + PAGE_LOOP
+
+
+@pytest.mark.slow
+def test_page_whole_file_with_its_loop_at_module_level_grades(grader):
+    """Issue 21 §4: the page's toy GRPO file trains at import and defines no train(); graded as a learner's
+    whole file, the sync and training cases inspect the models its loop trained."""
+    code = _page_whole_file()
+    assert "def train(" not in code
+    v = grader.check("toy-grpo", code, run_main=False)
+    assert v["passed"], ([c["message"] for c in v["cases"] if not c["passed"]], v["error"])
+    names = {c["name"] for c in v["cases"]}
+    assert "training: P('a') after 40 iterations" in names and "train: old is synced from policy after each iteration" in names
+
+
+@pytest.mark.slow
+def test_page_whole_file_without_the_sync_fails_the_sync_case(grader):
+    code = _page_whole_file().replace("    old.load_state_dict(policy.state_dict())\n", "")
+    v = grader.check("toy-grpo", code, run_main=False)
+    failed = {c["name"] for c in v["cases"] if not c["passed"]}
+    assert "train: old is synced from policy after each iteration" in failed

@@ -30,7 +30,7 @@ PACK_DIR = builtin_pack_path()
 PACK = load_pack("dpo-grpo")  # the fill-in pack; the drills are proven in tests/test_bugdrill.py
 CODE = [ex.id for ex in PACK.code_exercises()]
 MISCONCEPTIONS = [(ex.id, m.id) for ex in PACK.code_exercises() for m in ex.misconceptions]
-TRAINS = {"toy-grpo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)
+TRAINS = {"toy-grpo", "toy-ppo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)
 
 
 def _slow_if_training(eid: str, *values):
@@ -110,8 +110,58 @@ def _reference_fills(ex) -> list[str]:
 def test_pack_lists_every_exercise_folder():
     folders = sorted(p.name for p in PACK_DIR.iterdir() if (p / "exercise.toml").is_file())
     assert sorted(PACK.exercises) == folders
-    assert list(PACK.exercises)[:6] == ["concepts", "dpo-loss", "grpo-advantages", "grpo-loss", "reward-model",
-                                        "toy-grpo"]
+    # learning order: the tracks, in order, hold every exercise once (issue 21 §4)
+    assert [key for t in PACK.tracks for key in t.exercises] == list(PACK.exercises)
+    assert PACK.track("dpo-grpo-fill").exercises == ("concepts", "dpo-loss", "grpo-advantages", "grpo-loss",
+                                                     "reward-model", "toy-grpo")
+
+
+# what each exercise needs, and the exercise that teaches it (issue 21 §4: foundations first)
+TAUGHT_BEFORE = {
+    "dpo-loss": ["token-logprobs"],  # summed completion log-probs
+    "grpo-loss": ["ppo-clip", "kl-estimators"],  # the ratio, the clip, k3
+    "grpo-advantages": ["reinforce-rloo"],  # baselines
+    "reward-model": ["reward-pooling"],  # Bradley-Terry
+    "toy-grpo": ["grpo-advantages", "grpo-loss"],
+    "ppo-clip": ["token-logprobs", "kl-estimators"],
+    "gae": ["ppo-clip"],
+    "ppo-value-and-kl": ["gae", "kl-estimators"],
+    "grpo-aggregation": ["grpo-loss", "sft-loss"],
+    "ipo": ["dpo-loss"], "simpo": ["dpo-loss"], "orpo": ["sft-loss", "dpo-loss"], "kto": ["dpo-loss"],
+    "toy-dpo": ["dpo-loss", "token-logprobs"],
+    "toy-ppo": ["token-logprobs", "ppo-clip", "gae", "ppo-value-and-kl"],
+}
+
+
+def test_course_is_in_learning_order():
+    order = list(PACK.exercises)
+    assert order[:3] == ["token-logprobs", "sft-loss", "kl-estimators"]
+    for eid, needs in TAUGHT_BEFORE.items():
+        for need in needs:
+            assert order.index(need) < order.index(eid), (need, eid)
+    tracks = {t.id: t for t in PACK.tracks}
+    assert len(tracks) == 7
+    position = {t.id: i for i, t in enumerate(PACK.tracks)}
+    for t in PACK.tracks:  # a track comes after every track it requires
+        assert all(position[r] < position[t.id] for r in t.requires), t.id
+    assert set(tracks["dpo-grpo-fill"].requires) == {"foundations", "policy-gradient"}
+
+
+def test_every_exercise_tags_every_blank_with_named_concepts():
+    """Issue 21 §4: review and mastery cover all of Curriculum I (GAE, value clipping, label masking,
+    baselines) and II; every tag is named in both languages."""
+    from alignlings.practice import review as rv
+
+    names = {lang: rv.concept_names(PACK, lang) for lang in LANGS}
+    used = set()
+    for ex in PACK.code_exercises():
+        tags = rv.blank_concepts(ex)
+        assert sorted(tags) == [b.index for b in bl.find_blanks(ex.solution_source)], ex.id
+        used |= {t for ts in tags.values() for t in ts}
+    assert {"gae", "value-clipping", "label-masking", "baselines", "kl-shaped-reward"} <= used
+    for lang in LANGS:
+        assert used <= set(names[lang]), (lang, used - set(names[lang]))
+    assert all(names["zh"][t] != names["en"][t] for t in ("gae", "value-clipping", "label-masking", "baselines"))
 
 
 @pytest.mark.parametrize("path", sorted(PACK_DIR.rglob("*.toml")), ids=lambda p: str(p.relative_to(PACK_DIR)))
@@ -202,6 +252,15 @@ def test_todo_comments_state_the_task_not_the_answer():
 
 
 def test_pack_intro_in_both_languages():
+    n_code = len(PACK.code_exercises())
     for lang in LANGS:
         intro = PACK.intro(lang)
         assert "Bradley-Terry" in intro and "k3" in intro, lang
+        assert str(n_code) in intro and str(len(PACK.tracks)) in intro, lang  # "23 coding exercises ... 7 tracks"
+        assert "three ways" not in intro.lower()
+        for track in PACK.tracks:  # the map names every track and every exercise
+            name = track.title[lang].split("：")[0].split(":")[0].split(",")[0].split("（")[0]
+            assert name in intro, (lang, track.id)
+            assert all(f"`{e}`" in intro for e in track.exercises), (lang, track.id)
+    assert "Start here if you came from the original page" in PACK.intro("en")
+    assert "如果你来自原页面，从这里开始" in PACK.intro("zh")

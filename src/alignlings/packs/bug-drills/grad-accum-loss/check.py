@@ -46,12 +46,18 @@ def cases():
         Case("bsz 1 x 2 micro-batches, 1 and 5 tokens", "visible", symptom,
              label={"zh": "bsz 1 × 2 个 micro-batch，1 个和 5 个 token"},
              note={"en": "accumulation must give the mean over all 6 trained tokens, as one batch of 2 does",
-                   "zh": "梯度累积应得到全部 6 个训练 token 的平均，与一次算 2 条样本的 batch 相同"}),
+                   "zh": "梯度累积应得到全部 6 个训练 token 的平均，与一次算 2 条样本的批次相同"}),
         Case("4 micro-batches, random lengths: loss and gradients", "hidden", random_accumulation,
-             label={"zh": "4 个 micro-batch，随机长度：loss 与梯度"}),
-        Case("micro-batches of 1 and 4 sequences", "hidden", unequal_sizes, label={"zh": "分别含 1 条和 4 条序列的 micro-batch"}),
+             label={"zh": "4 个 micro-batch，随机长度：损失与梯度"}),
+        Case("micro-batches of 1 and 4 sequences", "hidden", unequal_sizes, label={"zh": "分别含 1 条和 4 条序列的 micro-batch"},
+             note={"en": "The first micro-batch has no trained token: its one sequence has a single label, which the "
+                         "shift by one leaves with nothing to predict. Its mean loss is 0/0 = NaN (cross_entropy's "
+                         "mean over zero tokens); it must add 0 to the step's loss, and its gradient must be 0.",
+                   "zh": "第一个 micro-batch 没有一个训练 token：它唯一的序列只有一个有效标签，错开一位之后就没有可预测的"
+                         "目标了。它的平均损失是 0/0 = NaN（cross_entropy 对零个 token 取平均）；它对这一步的损失必须"
+                         "贡献 0，梯度也必须是 0。"}),
         Case("completion-only labels", "hidden", prompt_masked, label={"zh": "只训练回答部分的 labels"}),
         Case("a single micro-batch", "edge", one_micro_batch, label={"zh": "只有一个 micro-batch"},
              note={"en": "without accumulation the step loss is the plain token mean",
-                   "zh": "不做梯度累积时，这一步的 loss 就是普通的 token 平均"}),
+                   "zh": "不做梯度累积时，这一步的损失就是普通的 token 平均"}),
     ]

@@ -34,7 +34,7 @@ def cases():
              label={"zh": "2 个 prompt × 4 轮：一个总是答对，一个总是答错"},
              note={"en": "each prompt's four answers got the same reward, so every advantage must be 0; "
                          "+-0.87 means the groups mixed the two prompts",
-                   "zh": "每个 prompt 的四个回答奖励都相同，所以 advantage 全应为 0；出现 ±0.87 说明分组把两个 prompt 混在了一起"}),
+                   "zh": "每个 prompt 的四个回答奖励都相同，所以优势全应为 0；出现 ±0.87 说明分组把两个 prompt 混在了一起"}),
         Case("3 prompts x 4 rounds, random rewards", "hidden", random_rewards, label={"zh": "3 个 prompt × 4 轮，随机奖励"}),
         Case("5 prompts x 8 rounds, 0/1 rewards", "hidden", binary_wide, label={"zh": "5 个 prompt × 8 轮，0/1 奖励"}),
         Case("one prompt", "edge", one_prompt, label={"zh": "只有一个 prompt"},

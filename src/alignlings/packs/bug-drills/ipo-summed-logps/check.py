@@ -46,7 +46,7 @@ def cases():
         Case("IPO, same per-token preference at 4 and 40 tokens", "visible", symptom,
              label={"zh": "IPO：4 个 token 和 40 个 token，逐 token 偏好相同"},
              note={"en": "the same per-token preference must give the same IPO loss at any length",
-                   "zh": "逐 token 的偏好相同时，无论多长，IPO loss 都应相同"}),
+                   "zh": "逐 token 的偏好相同时，无论多长，IPO 损失都应相同"}),
         Case("IPO on random pairs of unequal lengths", "hidden", ipo_random, label={"zh": "长度不等的随机偏好对上的 IPO"}),
         Case("IPO gradient per chosen token", "hidden", ipo_gradient, label={"zh": "IPO 对每个 chosen token 的梯度"}),
         Case("DPO (sigmoid) is unchanged", "hidden", dpo_unchanged, label={"zh": "DPO（sigmoid）保持不变"},

@@ -41,9 +41,9 @@ def cases():
              label={"zh": "策略已把概率压低的 token（pi 0.01, pi_old 0.02, pi_ref 0.5）"},
              note={"en": "loss and d loss / d log pi: the reverse-KL gradient is r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96; "
                          "un-weighted k3 gives 1 - pi_ref / pi = -49",
-                   "zh": "loss 与 d loss / d log pi：反向 KL 的梯度是 r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96；"
+                   "zh": "损失与 d loss / d log pi：反向 KL 的梯度是 r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96；"
                          "不加权的 k3 给出 1 - pi_ref / pi = -49"}),
-        Case("off-policy batch, 3 x 5 with padding", "hidden", random_off_policy, label={"zh": "off-policy batch，3 × 5，带 padding"}),
+        Case("off-policy batch, 3 x 5 with padding", "hidden", random_off_policy, label={"zh": "off-policy 批次，3 × 5，带 padding"}),
         Case("on-policy (first update: pi_old = pi_theta)", "edge", on_policy, label={"zh": "on-policy（第一次更新：pi_old = pi_theta）"},
              note={"en": "the ratio's value is 1 here, but its gradient is not 0: the weight changes the KL gradient even on-policy",
                    "zh": "这里 ratio 的值是 1，但它的梯度不为 0：即使 on-policy，这个权重也会改变 KL 的梯度"}),

@@ -51,7 +51,7 @@ def cases():
         Case("random rollouts: ratio", "hidden", random_ratio, label={"zh": "随机 rollout：ratio"}),
         Case("random rollouts: log-probs", "hidden", random_logprobs, label={"zh": "随机 rollout：log-prob"}),
         Case("sampling temperature 0.7", "hidden", temperature, label={"zh": "采样温度 0.7"}),
-        Case("a completion of one token", "edge", last_token_only, label={"zh": "只有一个 token 的 completion"},
+        Case("a completion of one token", "edge", last_token_only, label={"zh": "只有一个 token 的回答"},
              note={"en": "the last token of the sequence is predicted by the logits one position before it",
                    "zh": "序列最后一个 token 由它前一个位置的 logits 预测"}),
     ]

@@ -61,14 +61,14 @@ def cases():
 
     return [
         Case("step-0 ratio: rollout batch vs training micro-batch", "visible", step0_ratio,
-             label={"zh": "第 0 步的 ratio：rollout batch 对比训练 micro-batch"},
+             label={"zh": "第 0 步的比率：rollout 批次对比训练 micro-batch"},
              note={"en": "before any update the policy is unchanged: the ratio must be 1 on every token",
                    "zh": "还没有任何更新时 policy 没变：每个 token 的 ratio 都应为 1"}),
         Case("left-padded batch vs each sequence alone", "hidden", padded_vs_alone,
-             label={"zh": "左 padding 的 batch 对比逐条单独计算"}),
+             label={"zh": "左侧 padding 的批次对比逐条单独计算"}),
         Case("micro-batches re-padded to other lengths", "hidden", repadded_ratio,
              label={"zh": "重新 padding 成不同长度的 micro-batch"}),
-        Case("a batch with no padding", "edge", no_padding, label={"zh": "没有 padding 的 batch"},
+        Case("a batch with no padding", "edge", no_padding, label={"zh": "没有 padding 的批次"},
              note={"en": "without padding the positions are 0, 1, 2, ... as before",
                    "zh": "没有 padding 时，位置仍是 0, 1, 2, ..."}),
     ]

@@ -36,7 +36,7 @@ def cases():
              label={"zh": "四次尝试中一次成功、一次失败"},
              note={"en": "the lone success's three neighbours all scored 0, so their std is 0: its advantage must stay "
                          "1 - 0 = 1, not 1 / 1e-6 = 1,000,000",
-                   "zh": "唯一成功的那条，其余三条的 reward 都是 0，std 为 0：它的 advantage 应保持 1 - 0 = 1，而不是 1 / 1e-6 = 1000000"}),
+                   "zh": "唯一成功的那条，其余三条的奖励都是 0，std 为 0：它的优势应保持 1 - 0 = 1，而不是 1 / 1e-6 = 1000000"}),
         Case("6 prompts x 8, pass/fail rewards", "hidden", binary_batch, label={"zh": "6 个 prompt × 8，通过/失败奖励"}),
         Case("partial credit in quarters", "hidden", graded_rewards, label={"zh": "按 1/4 给部分分"}),
         Case("groups where every completion scored the same", "edge", equal_group, label={"zh": "所有回答得分相同的组"},
@@ -44,5 +44,5 @@ def cases():
         Case("normalize=False", "edge", unnormalised, label={"zh": "normalize=False"}),
         Case("baseline and std of the others", "edge", stats, label={"zh": "其余回答的 baseline 与 std"},
              note={"en": "the statistics themselves are right: the baseline and std of the other three rewards",
-                   "zh": "统计量本身是对的：就是其余三条 reward 的 baseline 和 std"}),
+                   "zh": "统计量本身是对的：就是其余三条奖励的 baseline 和 std"}),
     ]

@@ -27,14 +27,14 @@ def cases():
         return m.grpo_advantages(r, 4, "batch")
 
     return [
-        Case("nearly equal answers, batch scaling", "visible", symptom, label={"zh": "几乎相同的回答，batch 缩放"},
+        Case("nearly equal answers, batch scaling", "visible", symptom, label={"zh": "几乎相同的回答，scale_rewards='batch'"},
              note={"en": "with one std for the batch, a prompt whose answers differ by 0.01 gets advantages near "
                          "0.02, not +-0.87",
-                   "zh": "整个 batch 共用一个 std 时，回答只差 0.01 的 prompt 的 advantage 应在 0.02 附近，而不是 ±0.87"}),
-        Case("random batch of 6 prompts x 8", "hidden", batch_random, label={"zh": "随机 batch：6 个 prompt × 8"}),
+                   "zh": "整个批次共用一个 std 时，回答只差 0.01 的 prompt 的优势应在 0.02 附近，而不是 ±0.87"}),
+        Case("random batch of 6 prompts x 8", "hidden", batch_random, label={"zh": "随机批次：6 个 prompt × 8"}),
         Case("group scaling still per group", "hidden", group_unchanged, label={"zh": "group 缩放仍按组"}),
         Case("no scaling", "hidden", none_unchanged, label={"zh": "不缩放"}),
         Case("a group with equal rewards", "edge", constant_group, label={"zh": "奖励全相同的组"},
              note={"en": "a constant group has zero advantage whatever the scaling",
-                   "zh": "奖励全相同的组，无论怎样缩放 advantage 都是 0"}),
+                   "zh": "奖励全相同的组，无论怎样缩放优势都是 0"}),
     ]

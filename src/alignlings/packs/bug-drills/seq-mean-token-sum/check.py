@@ -33,7 +33,7 @@ def cases():
         Case("three modes on a 1-token and a 4-token answer", "visible", symptom,
              label={"zh": "1 个 token 与 4 个 token 的回答上的三种模式"},
              note={"en": "with a loss of 1 per token, seq-mean-token-sum is (1 + 4) / 2 = 2.5, not 1",
-                   "zh": "每个 token 的 loss 都是 1 时，seq-mean-token-sum 应为 (1 + 4) / 2 = 2.5，而不是 1"}),
+                   "zh": "每个 token 的损失都是 1 时，seq-mean-token-sum 应为 (1 + 4) / 2 = 2.5，而不是 1"}),
         Case("seq-mean-token-sum, random lengths", "hidden", random_sum, label={"zh": "seq-mean-token-sum，随机长度"}),
         Case("the other two modes", "hidden", random_other_modes, label={"zh": "另外两种模式"}),
         Case("gradient per token", "edge", gradient, label={"zh": "每个 token 的梯度"},

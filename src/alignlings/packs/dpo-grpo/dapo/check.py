@@ -9,7 +9,7 @@ def cases():
     import torch
 
     SPEC_LENGTHS = torch.tensor([12, 16, 17, 18, 20, 23])
-    # all right, all wrong, mixed, all right with the same penalty (0.7 eight times: float32 std is not 0)
+    # all right, all wrong, mixed, all right with the same penalty (0.7 eight times)
     SPEC_REWARDS = torch.tensor([[1.0] * 8, [-1.0] * 8, [1.0, -1, -1, 1, -1, -1, -1, 1], [0.7] * 8])
 
     def penalties(m):
@@ -28,6 +28,12 @@ def cases():
 
     def spec_groups(m):
         return m.informative_groups(SPEC_REWARDS)
+
+    def one_group_of_equal_rewards(m):
+        # eight right answers at the same penalized length: 1.0 + (-0.3) each. In a [1, 8] tensor float32's std
+        # of these equal values is 6.4e-8, not 0 (in the [4, 8] statement tensor it happens to round to 0)
+        rewards = m.dapo_rewards(torch.ones(8, dtype=torch.bool), torch.full((8,), 13), 20, 10).reshape(1, 8)
+        return rewards, m.informative_groups(rewards)
 
     def random_groups(m):
         g = torch.Generator().manual_seed(12)
@@ -106,6 +112,13 @@ def cases():
              note={"en": "Eight right answers with the same length penalty all get 0.7: their advantages are all 0, "
                          "so the group is dropped like the all-right and the all-wrong ones.",
                    "zh": "8 个受同样长度惩罚的正确回答都得到 0.7：它们的优势全是 0，所以这组和全对、全错的组一样被丢掉。"}),
+        Case("one group of eight equal rewards, 1.0 + (-0.3)", "edge", one_group_of_equal_rewards,
+             label={"zh": "一组 8 个相等的奖励：1.0 + (-0.3)"},
+             note={"en": "Eight rewards of 0.7 are equal, yet float32's std of this [1, 8] row is 6.4e-8, not 0: "
+                         "a test std > 0 keeps the group, and z-scoring turns that rounding noise into advantages "
+                         "of order 1e-4. Compare the largest and the smallest reward.",
+                   "zh": "8 个 0.7 的奖励完全相等，但这个 [1, 8] 行在 float32 下的 std 是 6.4e-8，不是 0：用 std > 0 "
+                         "判断会保留这一组，标准化又把舍入误差变成 1e-4 量级的优势。应比较最大和最小的奖励。"}),
         Case("decoupled clip on the statement's two completions: loss, gradient, clip fractions", "visible",
              spec_clip, label={"zh": "题目中两个回答上的解耦裁剪：损失、梯度与裁剪比例"},
              note={"en": "With A > 0 a ratio of 1.25 is inside [0.8, 1.28] and keeps its gradient; 1.3 is clipped. "

@@ -42,13 +42,13 @@ def cases():
         return m.dpo_loss(pc, pr, ref, ref, beta=0.1)
 
     return [
-        Case("spec batch (beta 0.1)", "visible", spec),
-        Case("default beta is 0.1", "hidden", default_beta),
-        Case("random batch of 8, beta 0.1", "hidden", random_batch(1, 8, 0.1)),
-        Case("random batch of 3, beta 0.5", "hidden", random_batch(2, 3, 0.5)),
-        Case("batch of 1, beta 2.0", "hidden", random_batch(3, 1, 2.0)),
-        Case("gradient w.r.t. the policy log-probs", "hidden", gradient),
-        Case("very negative margins", "edge", underflow, note={
+        Case("spec batch (beta 0.1)", "visible", spec, label={"zh": "题目批次（beta 0.1）"}),
+        Case("default beta is 0.1", "hidden", default_beta, label={"zh": "beta 默认为 0.1"}),
+        Case("random batch of 8, beta 0.1", "hidden", random_batch(1, 8, 0.1), label={"zh": "8 对的随机批次，beta 0.1"}),
+        Case("random batch of 3, beta 0.5", "hidden", random_batch(2, 3, 0.5), label={"zh": "3 对的随机批次，beta 0.5"}),
+        Case("batch of 1, beta 2.0", "hidden", random_batch(3, 1, 2.0), label={"zh": "1 对的批次，beta 2.0"}),
+        Case("gradient w.r.t. the policy log-probs", "hidden", gradient, label={"zh": "对策略对数概率的梯度"}),
+        Case("very negative margins", "edge", underflow, label={"zh": "极负的 margin"}, note={
             "en": "With margins near -1000, sigmoid(margin) underflows to 0 in float32 and log(0) = -inf; "
                   "F.logsigmoid (or -F.softplus(-margin)) computes the same quantity stably.",
             "zh": "当 margin 接近 -1000 时，float32 中 sigmoid(margin) 下溢为 0，log(0) = -inf；"

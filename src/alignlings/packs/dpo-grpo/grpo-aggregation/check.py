@@ -1,5 +1,5 @@
 """Cases for the grpo-aggregation exercise: each aggregation on unequal lengths, the token weights it
-implies (its gradient), an empty completion, and gradient accumulation over micro-batches."""
+implies (its gradient), an empty completion (value and gradient), and gradient accumulation over micro-batches."""
 
 from alignlings.practice.checks import Case
 
@@ -34,6 +34,17 @@ def cases():
         loss, mask = random_batch(2, B=4, T=6)
         mask[1] = 0  # a completion with no tokens (e.g. truncated prompt): must count 0, not NaN
         return all_four(loss, mask, 6, int(mask.sum()))(m)
+
+    def empty_completion_gradient(m):
+        # a value of 0 is not enough: 0/0 patched after the division (nan_to_num) still back-propagates NaN
+        loss, mask = random_batch(2, B=4, T=6)
+        mask[1] = 0
+        out = []
+        for call in (lambda x: m.grpo_aggregate(x, mask), lambda x: m.bnpo_aggregate(x, mask),
+                     lambda x: m.dr_grpo_aggregate(x, mask, 6), lambda x: m.dapo_aggregate(x, mask, int(mask.sum()))):
+            x = loss.clone().requires_grad_()
+            out.append(torch.autograd.grad(call(x), x)[0])
+        return tuple(out)
 
     def gradients(m):
         loss, mask = random_batch(3, B=5, T=7)
@@ -98,4 +109,12 @@ def cases():
         Case("an empty completion", "edge", empty_completion, label={"zh": "一个空回答"},
              note={"en": "A completion with no tokens must add 0, not 0/0 = NaN: clamp the token count to at least 1.",
                    "zh": "没有 token 的回答必须贡献 0，而不是 0/0 = NaN：把 token 数 clamp 到至少 1。"}),
+        Case("an empty completion: gradients", "edge", empty_completion_gradient, label={"zh": "一个空回答：梯度"},
+             note={"en": "The empty completion's tokens must get gradient 0, not NaN. Replacing a NaN after the "
+                         "division (torch.nan_to_num) fixes the value but not the backward pass: the gradient of "
+                         "x / 0 is still 0 * inf = NaN, and one NaN gradient poisons every weight at the optimizer "
+                         "step. Clamp the divisor before dividing.",
+                   "zh": "空回答的 token 的梯度必须是 0，而不是 NaN。在除法之后再替换 NaN（torch.nan_to_num）只修好了"
+                         "数值，没修好反向传播：x / 0 的梯度仍是 0 × inf = NaN，一个 NaN 梯度会在优化器更新时污染所有权重。"
+                         "应在除法之前 clamp 除数。"}),
     ]

@@ -82,17 +82,17 @@ def cases():
         return m.grpo_loss(pi, pi.clone(), pi.clone(), adv, 2)
 
     return [
-        Case("spec data (seed 42, G=4, T=8, input_len 3)", "visible", spec),
-        Case("gradient on the spec data", "hidden", spec_gradient),
-        Case("G=8, T=12, input_len 5: loss and gradient", "hidden", random_case(1, 8, 12, 5)),
-        Case("G=6, T=6 (as many responses as tokens)", "hidden", random_case(2, 6, 6, 1), note={
+        Case("spec data (seed 42, G=4, T=8, input_len 3)", "visible", spec, label={"zh": "题目数据（种子 42，G=4，T=8，input_len 3）"}),
+        Case("gradient on the spec data", "hidden", spec_gradient, label={"zh": "题目数据上的梯度"}),
+        Case("G=8, T=12, input_len 5: loss and gradient", "hidden", random_case(1, 8, 12, 5), label={"zh": "G=8，T=12，input_len 5：损失与梯度"}),
+        Case("G=6, T=6 (as many responses as tokens)", "hidden", random_case(2, 6, 6, 1), label={"zh": "G=6，T=6（回答数与 token 数相同）"}, note={
             "en": "With G == T a [G] advantage broadcasts against [G, T] without an error, but along the wrong "
                   "axis: token t of every response gets the advantage of response t. Make it [G, 1].",
             "zh": "当 G == T 时，形状为 [G] 的优势与 [G, T] 广播不会报错，但沿着错误的维度：每个回答的第 t 个 "
                   "token 都拿到了第 t 个回答的优势。请把它变成 [G, 1]。",
         }),
-        Case("ratios far outside the trust region", "hidden", random_case(3, 4, 10, 3, spread=1.5)),
-        Case("input_len 0 (every position counts)", "hidden", random_case(4, 3, 5, 0)),
+        Case("ratios far outside the trust region", "hidden", random_case(3, 4, 10, 3, spread=1.5), label={"zh": "远在信赖域之外的比率"}),
+        Case("input_len 0 (every position counts)", "hidden", random_case(4, 3, 5, 0), label={"zh": "input_len 0（每个位置都计入）"}),
         Case("responses of unequal lengths (2, 9, 5 tokens), one call each", "hidden", unequal_lengths,
              label={"zh": "长度不同的回答（2、9、5 个 token），每个回答单独调用一次"}, note={
                  "en": "Each response's own token mean must be right; the case then averages them two ways "
@@ -100,8 +100,8 @@ def cases():
                        "differ when lengths differ.",
                  "zh": "每个回答自身的 token 平均必须正确；这个用例再用两种方式汇总（论文的先按回答平均，"
                        "以及 DAPO 的所有 token 统一平均，也是 TRL 的默认做法），长度不同时两者不相等。"}),
-        Case("all three policies equal: loss = -mean(A)", "edge", all_equal),
-        Case("log-probs near -200", "edge", deep_logprobs, note={
+        Case("all three policies equal: loss = -mean(A)", "edge", all_equal, label={"zh": "三个策略相同：损失 = -mean(A)"}),
+        Case("log-probs near -200", "edge", deep_logprobs, label={"zh": "接近 -200 的对数概率"}, note={
             "en": "exp(-200) underflows to 0 in float32, so exp(logp) / exp(logp_old) is 0 / 0 = NaN. "
                   "Subtract the log-probs first, then exponentiate: exp(logp - logp_old).",
             "zh": "float32 中 exp(-200) 下溢为 0，所以 exp(logp) / exp(logp_old) 是 0 / 0 = NaN。"

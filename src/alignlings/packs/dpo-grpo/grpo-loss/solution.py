@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 def approx_kl(log_p, log_q):
     # Schulman's k3 estimator of KL(p || q) on tokens sampled from p, never negative
-    # computed from the log difference: exp(log_q) / exp(log_p) overflows and loses precision
+    # computed from the log difference: exp(log_q) / exp(log_p) underflows to 0 / 0 for very negative log-probs
     log_r = log_q - log_p
     return torch.exp(log_r) - log_r - 1
 

@@ -58,6 +58,10 @@ def cases():
         table = [(1, 1, 1), (4, 4, 1), (2, 4, 1), (8, 4, 2), (4, 4, 2), (1, 1, 3), (3, 1, 1), (4, 2, 1)]
         return {f"gas={a}, spg={b}, mu={c}": bool(m.needs_old_logps(a, b, c)) for a, b, c in table}
 
+    def old_logps_long_accumulation(m):
+        table = [(6, 4, 1), (5, 2, 1), (9, 2, 2), (7, 3, 2), (12, 4, 3), (16, 4, 2)]
+        return {f"gas={a}, spg={b}, mu={c}": bool(m.needs_old_logps(a, b, c)) for a, b, c in table}
+
     return [
         Case("the statement's batch, num_iterations = 1: weights and history", "visible", spec(1),
              label={"zh": "题目中的批次，num_iterations = 1：权重与历史记录"}),
@@ -74,6 +78,15 @@ def cases():
                          "gradient_accumulation_steps is not a multiple of steps_per_generation * num_iterations.",
                    "zh": "只有当一次生成批次的复用过程中发生了优化器更新时才需要：即 gradient_accumulation_steps "
                          "不是 steps_per_generation * num_iterations 的倍数。"}),
+        Case("when TRL records pi_old's log-probs: accumulation longer than one generation", "visible",
+             old_logps_long_accumulation, label={"zh": "TRL 何时记录 π_old 的对数概率：梯度累积长于一次生成"},
+             note={"en": "With gradient_accumulation_steps = 6 and generate_every = 4, the second generation batch "
+                         "is sampled at micro-step 4 and trained on at micro-steps 4-7, across the optimizer step "
+                         "after micro-step 5: its last two slices meet a policy that did not sample them. A longer "
+                         "accumulation is not enough; it must be a multiple of generate_every.",
+                   "zh": "gradient_accumulation_steps = 6、generate_every = 4 时，第二个生成批次在第 4 个 micro-step 采样，"
+                         "在第 4-7 个 micro-step 上训练，中间跨过了第 5 个 micro-step 之后的优化器更新：它的后两个切片"
+                         "遇到的已经不是采样它们的策略。梯度累积更长还不够，必须是 generate_every 的倍数。"}),
         Case("the two-sided surrogate on ratios 0.1 .. 10 with delta = 4: loss and gradient", "visible", surrogate(4.0),
              label={"zh": "delta = 4 时比率 0.1 到 10 上的双侧代理目标：损失与梯度"},
              note={"en": "For A < 0 the unclipped ratio is capped at delta: -min(rho A, clip(rho) A) stops at -delta A, "

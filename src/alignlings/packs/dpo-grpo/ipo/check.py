@@ -69,11 +69,11 @@ def cases():
         Case("random batch of 3, beta 0.5", "hidden", random_batch(2, 3, 0.5), label={"zh": "3 对随机样本，beta 0.5"}),
         Case("default beta is 0.1", "hidden", random_batch(3, 4), label={"zh": "beta 默认为 0.1"}),
         Case("same per-token log-ratios, answers 10 times longer", "hidden", length_invariance,
-             label={"zh": "每个 token 的 log-ratio 相同，回答长 10 倍"},
+             label={"zh": "每个 token 的对数比相同，回答长 10 倍"},
              note={"en": "With summed log-ratios the margin grows with the length, so the same beta means a different "
-                         "regularisation for long answers (huggingface/trl#1265). Averaged per token, the loss is the same.",
+                         "regularisation for long answers (huggingface/trl PR #1265). Averaged per token, the loss is the same.",
                    "zh": "用求和的 log-ratio 时 margin 随长度增长，同一个 beta 对长回答意味着不同的正则强度"
-                         "（huggingface/trl#1265）。按 token 平均后，损失不变。"}),
+                         "（huggingface/trl PR #1265）。按 token 平均后，损失不变。"}),
         Case("gradient w.r.t. the policy log-probs", "hidden", gradient, label={"zh": "对策略对数概率的梯度"}),
         Case("an empty completion (0 tokens)", "edge", empty_completion, label={"zh": "空回答（0 个 token）"},
              note={"en": "A completion truncated to 0 tokens has a summed log-ratio of 0; dividing by 0 gives NaN. "

@@ -1,7 +1,7 @@
 """IPO (Azar et al., 2023, "A General Theoretical Paradigm to Understand Learning from Human
 Preferences", Eq. 17): regress the preference margin onto a finite target instead of pushing it
 through a sigmoid. TRL 1.16's DPOTrainer (loss_type="ipo", dpo_trainer.py) divides each summed
-log-ratio by its completion's token count first (huggingface/trl#1265), so beta means the same for
+log-ratio by its completion's token count first (huggingface/trl PR #1265), so beta means the same for
 short and long answers.
 
 All inputs are [B]: log-probs summed over the completion tokens, and the completions' token counts.

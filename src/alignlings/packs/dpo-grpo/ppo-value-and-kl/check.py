@@ -60,22 +60,23 @@ def cases():
         Case("spec rewards: right- and left-padded rows", "visible", spec_rewards,
              label={"zh": "题目中的奖励：右侧与左侧 padding 的两行"}),
         Case("spec value loss and its gradient", "visible", spec_value_loss,
-             label={"zh": "题目中的 value 损失及其梯度"}),
+             label={"zh": "题目中的价值损失及其梯度"}),
         Case("B=5, T=8, right padding, kl_coef 0.05", "hidden", random_rewards(1, 5, 8, False),
              label={"zh": "B=5, T=8，右侧 padding，kl_coef 0.05"}, note={
             "en": "With right padding the position after the last real token is padding: a score placed at "
-                  "index = length lands there (TRL issue #3750).",
-            "zh": "右侧 padding 时，最后一个真实 token 之后的位置就是 padding：放在 index = length 处的得分会落到那里"
-                  "（TRL issue #3750）。"}),
+                  "index = length lands there, on a token that was never generated (TRL's p1 convention, "
+                  "disputed in issue #3750). Here it belongs on the last real token.",
+            "zh": "右侧 padding 时，最后一个真实 token 之后的位置就是 padding：放在 index = length 处的得分会落到那里，"
+                  "落在一个从未生成过的 token 上（TRL 的 p1 约定，issue #3750 对此有争议）。这里它应放在最后一个真实 token 上。"}),
         Case("B=4, T=6, left padding, kl_coef 0.2", "hidden", random_rewards(2, 4, 6, True, kl_coef=0.2),
              label={"zh": "B=4, T=6，左侧 padding，kl_coef 0.2"}, note={
             "en": "With left padding every row ends at the last position, and length - 1 points into the middle "
                   "(TRL issue #2778).",
             "zh": "左侧 padding 时每行都在最后一个位置结束，length - 1 则指向序列中间（TRL issue #2778）。"}),
         Case("value loss B=4, T=7: loss and gradient", "hidden", random_value_loss(3, 4, 7, 0.3),
-             label={"zh": "value 损失，B=4, T=7：损失与梯度"}),
+             label={"zh": "价值损失，B=4, T=7：损失与梯度"}),
         Case("value loss, clip_range_value 0.5, values far from the old ones", "hidden",
              random_value_loss(4, 3, 9, 1.5, clip_range_value=0.5),
-             label={"zh": "value 损失，clip_range_value 0.5，values 离旧值很远"}),
+             label={"zh": "价值损失，clip_range_value 0.5，values 离旧值很远"}),
         Case("one-token completions", "edge", one_token, label={"zh": "只有一个 token 的回答"}),
     ]

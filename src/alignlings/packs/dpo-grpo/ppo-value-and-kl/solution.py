@@ -3,8 +3,9 @@ the clipped value loss.
 
 Ziegler et al. (2019) and Ouyang et al. (2022) for the reward; TRL's PPOTrainer before 1.0 and Huang et
 al., "The N+ Implementation Details of RLHF with PPO" (2024) for both; alignlings.kl_shaped_rewards and
-alignlings.ppo_value_loss. TRL issue #3750: the score placed on the padding after EOS; #2778: a
-last-token lookup that assumed right padding.
+alignlings.ppo_value_loss. TRL's PPOTrainer placed the score one step after EOS and kept
+that position unmasked (padding_mask_p1), so it reached the EOS advantage through GAE; issue #3750, open and
+disputed, asks whether that is a bug. #2778: a last-token lookup that assumed right padding.
 """
 import torch
 

@@ -75,9 +75,9 @@ def cases():
         Case("left-padded batch through a toy LM with absolute positions", "hidden", toy_lm_left_padded,
              label={"zh": "左侧 padding 的批次经过一个使用绝对位置的玩具 LM"}, note={
             "en": "With left padding a row's first real token must still be at position 0, or the model sees "
-                  "a different input than it would for the same sequence alone (OpenRLHF issue #217).",
+                  "a different input than it would for the same sequence alone (absolute positions, as in GPT-2 and OPT).",
             "zh": "左侧 padding 时，每行第一个真实 token 的位置仍然必须是 0，否则模型看到的输入就和同一序列单独输入时"
-                  "不一样（OpenRLHF issue #217）。"}),
+                  "不一样（绝对位置编码，如 GPT-2 和 OPT）。"}),
         Case("confident logits (+-80): log-probs near -160 stay finite", "edge", confident,
              label={"zh": "非常确定的 logits（±80）：接近 -160 的对数概率要保持有限"}, note={
             "en": "softmax underflows to exactly 0 for a token 160 nats below the best, and log(0) = -inf; "

@@ -2,7 +2,7 @@
 sum and mean per sequence, and position ids for left-padded batches.
 
 As TRL 1.16 (selective_log_softmax in trl/trainer/utils.py; DPO sums the completion log-probs) and
-transformers' position ids from the attention mask (the fix of OpenRLHF issue #217).
+transformers' position ids from the attention mask (the code OpenRLHF PR #218 adopted after issue #217).
 """
 import torch
 

@@ -98,6 +98,16 @@ def cases():
         return [float(p) for p in history]
 
     @one_thread
+    def other_reference_and_beta(m):
+        # a reference that is another network, not a copy of the policy: from the first step the log-ratios are
+        # not 0, so both the reference's log-probs and beta change every update (a copy would make them agree at
+        # step 0 and differ only by what the policy has learnt since)
+        m.policy = model(11)
+        m.ref = model(12).requires_grad_(False)
+        m.opt = torch.optim.Adam(m.policy.parameters(), lr=3e-2)
+        return [float(p) for p in m.train(steps=3, beta=0.5)]
+
+    @one_thread
     def training(m):
         install(m, 0)
         return float(m.train()[-1])
@@ -110,10 +120,10 @@ def cases():
              label={"zh": "make_pairs：'a' 优于其他每个 token"}),
         Case("sequence_logps on the pairs", "visible", logps_on_pairs, label={"zh": "在数据对上的 sequence_logps"}),
         Case("sequence_logps with prompts of 2 and 3 tokens", "hidden", logps_longer_prompt,
-             label={"zh": "提示长为 2 和 3 个 token 时的 sequence_logps"},
+             label={"zh": "prompt 长为 2 和 3 个 token 时的 sequence_logps"},
              note={"en": "Only completion tokens count: with prompt_length = 2 the first target (token 1) is part "
                          "of the prompt and must be masked out.",
-                   "zh": "只有回答部分的 token 计入：prompt_length = 2 时，第一个预测目标（token 1）属于提示，必须被 mask 掉。"}),
+                   "zh": "只有回答部分的 token 计入：prompt_length = 2 时，第一个预测目标（token 1）属于 prompt，必须被 mask 掉。"}),
         Case("sequence_logps: gradient w.r.t. the model", "hidden", logps_gradient,
              label={"zh": "sequence_logps 对模型参数的梯度"}),
         Case("dpo_loss on the statement's numbers", "visible", loss_spec, label={"zh": "题目数据上的 dpo_loss"}),
@@ -124,6 +134,13 @@ def cases():
                    "zh": "float32 下 log(sigmoid(-200)) 是 log(0) = -inf；F.logsigmoid 精确给出 -200。"}),
         Case("train: P('a') over 3 steps from a fixed model", "visible", three_steps, rtol=1e-4, atol=1e-5,
              label={"zh": "train：固定模型上 3 步的 P('a')"}),
+        Case("train(beta=0.5) against a reference that differs from the policy: P('a') over 3 steps", "hidden",
+             other_reference_and_beta, rtol=1e-4, atol=1e-5, label={"zh": "train(beta=0.5)，参考模型与策略不同：3 步的 P('a')"},
+             note={"en": "train must pass its own beta to the loss (not the default 0.1), and score ref_chosen and "
+                         "ref_rejected with the frozen reference, not with the policy: here the reference is a "
+                         "different network, so either mistake changes every step.",
+                   "zh": "train 必须把自己的 beta 传给损失（而不是默认的 0.1），并用冻结的参考模型计算 ref_chosen 和 "
+                         "ref_rejected，而不是用策略：这里参考模型是另一个网络，两种错误都会改变每一步。"}),
         Case("training: P('a') after 40 steps", "visible", training, expect=trained, scope="full",
              label={"zh": "训练：40 步后的 P('a')"}),
     ]

@@ -3,6 +3,8 @@
 Unit cases install their own seeded models into the learner's module (the functions read the
 module globals policy, ref, old and opt), so they do not depend on what ran before them, nor on the
 order in which a learner's code draws random numbers. The training case judges the outcome itself.
+A whole file in the original page's form runs its 40-iteration loop at module level and defines no
+train(): the sync and training cases then inspect the models that loop trained on import.
 """
 
 from alignlings.practice.checks import Case
@@ -40,8 +42,20 @@ def cases():
                 p.add_(torch.randn(p.shape, generator=generator) * scale)
         return model
 
+    def imported_models(m):
+        """(policy, old, ref) as the module left them when it was imported, kept before any case installs its
+        own. The original page's whole file runs its training loop at module level and defines no train():
+        its trained models are these."""
+        if not hasattr(m, "_models_at_import"):
+            m._models_at_import = (getattr(m, "policy", None), getattr(m, "old", None), getattr(m, "ref", None))
+        return m._models_at_import
+
+    def trained_at_import(m):
+        return not callable(getattr(m, "train", None))
+
     def install(m, seed, old_noise=0.0, policy_noise=0.0):
         """Fresh policy/ref/old/opt in module m; optionally move old and policy away from ref."""
+        imported_models(m)
         torch.manual_seed(seed)
         base = GPT2LMHeadModel(config).eval()
         g = torch.Generator().manual_seed(seed + 1000)
@@ -128,6 +142,12 @@ def cases():
 
     @one_thread
     def sync(m):
+        if trained_at_import(m):  # the loop ran at import: inspect the models it left
+            policy, old, ref = imported_models(m)
+            states = [x.state_dict().values() for x in (policy, old, ref)]
+            return {"old is a separate model": old is not policy,
+                    "old equals policy after an iteration": all(torch.equal(a, b) for a, b in zip(states[0], states[1])),
+                    "ref is still the initial model": not all(torch.equal(a, b) for a, b in zip(states[0], states[2]))}
         install(m, 41)
         ref_before = copy.deepcopy(m.ref.state_dict())
         m.train(iterations=1)
@@ -138,32 +158,36 @@ def cases():
 
     @one_thread
     def training(m):
-        install(m, 0)
-        m.train()
+        if trained_at_import(m):  # the original page's file: its module-level loop trained m.policy on import
+            policy = imported_models(m)[0].eval()
+        else:
+            install(m, 0)
+            m.train()
+            policy = m.policy
         with torch.no_grad():
-            return F.softmax(m.policy(prompt).logits[0, -1], dim=-1)[TARGET].item()
+            return F.softmax(policy(prompt).logits[0, -1], dim=-1)[TARGET].item()
 
     def trained(p):
         return p >= 0.7, f'P("a") = {p:.3f} after 40 iterations; it should end above 0.70'
 
     return [
-        Case("sample_group draws G ids from old, with old's log-probs", "visible", sampling, expect=sampling_ok,
+        Case("sample_group draws G ids from old, with old's log-probs", "visible", sampling, label={"zh": "sample_group 从 old 中抽取 G 个 id，并给出 old 的对数概率"}, expect=sampling_ok,
              note={"en": "Sample with replacement from softmax(logits) of the model passed in, and keep the "
                          "log-softmax of the same logits at the sampled ids.",
                    "zh": "从传入模型的 softmax(logits) 中有放回地采样，并保留同一组 logits 的 log-softmax 在采样 id 处的值。"}),
-        Case("grpo_advantage on 2 'a' among 8", "visible", advantage_of([1.0, 0, 0, 1, 0, 0, 0, 0]), rtol=ADV_RTOL),
-        Case("grpo_advantage on a random group of 32", "hidden", random_rewards, rtol=ADV_RTOL),
-        Case("grpo_advantage when no answer is 'a'", "edge", advantage_of([0.0] * 32), rtol=ADV_RTOL, note={
+        Case("grpo_advantage on 2 'a' among 8", "visible", advantage_of([1.0, 0, 0, 1, 0, 0, 0, 0]), label={"zh": "8 个回答中 2 个 'a' 时的 grpo_advantage"}, rtol=ADV_RTOL),
+        Case("grpo_advantage on a random group of 32", "hidden", random_rewards, label={"zh": "32 个回答的随机组上的 grpo_advantage"}, rtol=ADV_RTOL),
+        Case("grpo_advantage when no answer is 'a'", "edge", advantage_of([0.0] * 32), label={"zh": "没有回答是 'a' 时的 grpo_advantage"}, rtol=ADV_RTOL, note={
             "en": "All rewards equal: std = 0, so the advantages must be 0 (eps), not 0/0 = NaN.",
             "zh": "所有奖励相同：std = 0，所以优势必须是 0（靠 eps），而不是 0/0 = NaN。",
         }),
-        Case("grpo_step: loss and gradients on a fixed state", "visible", step),
-        Case("grpo_step: no gradient where the ratio is clipped", "edge", clipped_gradient, note={
+        Case("grpo_step: loss and gradients on a fixed state", "visible", step, label={"zh": "grpo_step：固定状态下的损失与梯度"}),
+        Case("grpo_step: no gradient where the ratio is clipped", "edge", clipped_gradient, label={"zh": "grpo_step：比率被裁剪处没有梯度"}, note={
             "en": "With A > 0 and ratio = e > 1.2, or A < 0 and ratio = 1/e < 0.8, the min picks the clipped "
                   "term, which is constant: the gradient must be exactly 0 (kl_coef = 0 here).",
             "zh": "当 A > 0 且 ratio = e > 1.2，或 A < 0 且 ratio = 1/e < 0.8 时，min 选中裁剪项，而它是常数："
                   "梯度必须恰好为 0（这里 kl_coef = 0）。",
         }),
-        Case("train: old is synced from policy after each iteration", "visible", sync),
-        Case("training: P('a') after 40 iterations", "visible", training, expect=trained, scope="full"),
+        Case("train: old is synced from policy after each iteration", "visible", sync, label={"zh": "train：每次迭代后 old 从 policy 同步"}),
+        Case("training: P('a') after 40 iterations", "visible", training, label={"zh": "训练：40 次迭代后的 P('a')"}, expect=trained, scope="full"),
     ]

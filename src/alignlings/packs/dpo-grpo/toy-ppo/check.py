@@ -1,0 +1,161 @@
+"""Cases for the toy-ppo exercise: each piece on the statement's numbers and on random right-padded
+batches (values and gradients), the padding that must not be bootstrapped, a gradient inside the
+trust region, three iterations of the whole loop, and the training run's outcome."""
+
+from alignlings.practice.checks import Case, fresh
+
+
+def cases():
+    import functools
+
+    import torch
+
+    def one_thread(fn):
+        # a 16-wide model is much faster on one thread; restore the caller's setting afterwards
+        @functools.wraps(fn)
+        def run(m):
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return fn(m)
+            finally:
+                torch.set_num_threads(threads)
+        return run
+
+    # the statement's batch: two responses of 3 real tokens and 1 (an EOS at once), T = 4, right-padded
+    SPEC_MASK = torch.tensor([[1.0, 1, 1, 0], [1, 0, 0, 0]])
+    SPEC_LOGPS = torch.tensor([[-1.0, -0.5, -2.0, -7.0], [-0.3, -9.0, -9.0, -9.0]])
+    SPEC_REF = torch.tensor([[-1.2, -0.5, -1.5, -3.0], [-0.1, -1.0, -1.0, -1.0]])
+    SPEC_SCORES = torch.tensor([0.5, 0.0])
+    SPEC_VALUES = torch.tensor([[0.2, 0.4, 0.5, 9.0], [0.1, 9.0, 9.0, 9.0]])  # 9 on padding: never a state
+
+    def batch(seed, B=6, T=5):
+        g = torch.Generator().manual_seed(fresh(seed))
+        lengths = torch.randint(1, T + 1, (B,), generator=g)
+        mask = (torch.arange(T) < lengths[:, None]).float()
+        garbage = 50 * (1 - mask)  # what a model computes on padding
+        logps = -torch.rand(B, T, generator=g) * 3 - garbage
+        ref_logps = -torch.rand(B, T, generator=g) * 3
+        old_logps = logps + torch.randn(B, T, generator=g) * 0.3  # ratios on both sides of the clip
+        values = torch.randn(B, T, generator=g) + garbage
+        old_values = values + torch.randn(B, T, generator=g) * 0.5
+        returns = torch.randn(B, T, generator=g)
+        advantages = torch.randn(B, T, generator=g) * mask
+        scores = torch.rand(B, generator=g)
+        return dict(mask=mask, logps=logps, ref_logps=ref_logps, old_logps=old_logps, values=values,
+                    old_values=old_values, returns=returns, advantages=advantages, scores=scores)
+
+    def spec_logprobs(m):
+        g = torch.Generator().manual_seed(0)
+        logits = torch.randn(2, 5, 10, generator=g)
+        ids = torch.tensor([[9, 0, 0, 3, 9], [9, 9, 2, 2, 2]])
+        return m.token_logprobs(logits, ids)
+
+    def random_logprobs(m):
+        g = torch.Generator().manual_seed(fresh(1))
+        logits = torch.randn(4, 7, 10, generator=g) * 3
+        logits.requires_grad_()
+        ids = torch.randint(0, 10, (4, 7), generator=g)
+        out = m.token_logprobs(logits, ids)
+        return out, torch.autograd.grad(out.sum(), logits)[0]
+
+    def spec_rewards(m):
+        return m.kl_shaped_rewards(SPEC_SCORES.clone(), SPEC_LOGPS, SPEC_REF, SPEC_MASK, 0.05)
+
+    def random_rewards(m):
+        b = batch(2)
+        return m.kl_shaped_rewards(b["scores"], b["logps"], b["ref_logps"], b["mask"], 0.1)
+
+    def spec_gae(m):
+        rewards = m.kl_shaped_rewards(SPEC_SCORES.clone(), SPEC_LOGPS, SPEC_REF, SPEC_MASK, 0.05)
+        return m.gae(rewards, SPEC_VALUES, SPEC_MASK, 1.0, 0.95)
+
+    def random_gae(m):
+        b = batch(3)
+        rewards = torch.randn(b["mask"].shape, generator=torch.Generator().manual_seed(fresh(4))) * b["mask"]
+        return m.gae(rewards, b["values"], b["mask"], 0.9, 0.8)
+
+    def gae_lambda_one(m):
+        # gamma = lam = 1: the advantages are the rewards-to-go minus the values
+        b = batch(5)
+        rewards = torch.rand(b["mask"].shape, generator=torch.Generator().manual_seed(fresh(6))) * b["mask"]
+        return m.gae(rewards, b["values"], b["mask"], 1.0, 1.0)
+
+    def policy_loss(seed):
+        def run(m):
+            b = batch(seed)
+            logps = b["logps"].clone().requires_grad_()
+            loss = m.clipped_policy_loss(logps, b["old_logps"], b["advantages"], b["mask"], 0.2)
+            return loss, torch.autograd.grad(loss, logps)[0]
+        return run
+
+    def inside_trust_region(m):
+        # every ratio in [0.8, 1.2]: the clip does nothing, so the gradient is the plain policy gradient
+        b = batch(8)
+        logps = (b["old_logps"] + 0.1 * torch.tanh(b["logps"] - b["old_logps"])).requires_grad_()
+        loss = m.clipped_policy_loss(logps, b["old_logps"], b["advantages"], b["mask"], 0.2)
+        return loss, torch.autograd.grad(loss, logps)[0]
+
+    def value_loss(seed, c):
+        def run(m):
+            b = batch(seed)
+            values = b["values"].clone().requires_grad_()
+            loss = m.clipped_value_loss(values, b["old_values"], b["returns"], b["mask"], c)
+            return loss, torch.autograd.grad(loss, values)[0]
+        return run
+
+    @one_thread
+    def three_iterations(m):
+        history = m.train(iterations=3, batch_size=16, seed=3)
+        return [float(p) for p in history["p_aaaa"]], [float(s) for s in history["score"]]
+
+    @one_thread
+    def training(m):
+        history = m.train()
+        return float(history["p_aaaa"][-1]), sum(float(s) for s in history["score"][-5:]) / 5
+
+    def trained(v):
+        p, score = v
+        return p >= 0.75 and score >= 0.9, (f'P("aaaa") = {p:.3f} and a mean score of {score:.3f} over the last 5 '
+                                            f"batches after 40 iterations; they should end above 0.75 and 0.90")
+
+    return [
+        Case("token log-probs of two sequences", "visible", spec_logprobs, label={"zh": "两条序列的 token 对数概率"}),
+        Case("KL-shaped rewards on the statement's batch", "visible", spec_rewards,
+             label={"zh": "题目批次上的 KL 塑形奖励"},
+             note={"en": "Padding gets no reward, and the score goes on the last real token: position 2 of the "
+                         "first row, position 0 of the second (a response that is only an EOS).",
+                   "zh": "padding 上没有奖励，得分放在最后一个真实 token 上：第一行的位置 2，第二行的位置 0"
+                         "（只有一个 EOS 的回答）。"}),
+        Case("GAE on the statement's batch (gamma 1, lambda 0.95)", "visible", spec_gae,
+             label={"zh": "题目批次上的 GAE（gamma 1，lambda 0.95）"},
+             note={"en": "The values on padding are 9: a last real token that bootstraps from them continues the "
+                         "episode into padding. After the last real token the next value is 0.",
+                   "zh": "padding 上的价值是 9：如果最后一个真实 token 从它们自举，回合就延续到了 padding 里。"
+                         "最后一个真实 token 之后的下一个价值是 0。"}),
+        Case("token log-probs and their gradient, random logits", "hidden", random_logprobs,
+             label={"zh": "随机 logits 上的 token 对数概率及其梯度"}),
+        Case("KL-shaped rewards on a random padded batch, kl_coef 0.1", "hidden", random_rewards,
+             label={"zh": "随机带 padding 批次上的 KL 塑形奖励，kl_coef 0.1"}),
+        Case("GAE on a random padded batch (gamma 0.9, lambda 0.8)", "hidden", random_gae,
+             label={"zh": "随机带 padding 批次上的 GAE（gamma 0.9，lambda 0.8）"}),
+        Case("GAE with gamma = lambda = 1: rewards-to-go minus values", "hidden", gae_lambda_one,
+             label={"zh": "gamma = lambda = 1 时的 GAE：剩余奖励之和减去价值"}),
+        Case("clipped policy loss and its gradient", "hidden", policy_loss(7),
+             label={"zh": "裁剪的策略损失及其梯度"}),
+        Case("clipped value loss and its gradient (c 0.2)", "hidden", value_loss(9, 0.2),
+             label={"zh": "裁剪的价值损失及其梯度（c 0.2）"}),
+        Case("clipped value loss and its gradient (c 0.5)", "hidden", value_loss(10, 0.5),
+             label={"zh": "裁剪的价值损失及其梯度（c 0.5）"}),
+        Case("policy gradient inside the trust region", "edge", inside_trust_region,
+             label={"zh": "信赖域内的策略梯度"},
+             note={"en": "With every ratio inside [0.8, 1.2] the clip changes nothing: the gradient must be the "
+                         "whole policy gradient, not half of it (a detached clipped branch loses half at the ties "
+                         "of max).",
+                   "zh": "所有比率都在 [0.8, 1.2] 内时裁剪不起作用：梯度必须是完整的策略梯度，而不是一半"
+                         "（把裁剪分支 detach 掉，会在 max 两个输入相等时丢掉一半）。"}),
+        Case("three iterations of the loop: P('aaaa') and the batch scores", "visible", three_iterations,
+             rtol=1e-4, atol=1e-5, label={"zh": "循环的 3 次迭代：P('aaaa') 与每批得分"}),
+        Case("training: P('aaaa') and the score after 40 iterations", "visible", training, expect=trained,
+             scope="full", label={"zh": "训练：40 次迭代后的 P('aaaa') 与得分"}),
+    ]
