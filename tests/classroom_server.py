@@ -30,15 +30,20 @@ def wipe_postgres(url: str) -> None:
 
 
 @contextlib.contextmanager
-def classroom_server(backend: str, home: Path, *, ready_s: float = 180.0) -> Iterator[str]:
-    """Start the server, wait until its grader is warm, yield its base URL, stop it."""
+def classroom_server(backend: str, home: Path, *, ready_s: float = 180.0, class_code: str | None = CODE,
+                     wipe: bool = True) -> Iterator[str]:
+    """Start the server, wait until its grader is warm, yield its base URL, stop it. ``class_code``
+    None: no --class-code (the class's kept code); ``wipe`` False: keep the PostgreSQL class (a restart)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    args = ["--classroom", "--token", TEACHER, "--class-code", CODE]
+    args = ["--classroom", "--token", TEACHER, "--joins-per-address", "10000"]
+    if class_code is not None:
+        args += ["--class-code", class_code]
     if backend == "postgresql":
         if not PG_URL:
             raise RuntimeError(PG_SKIP)
-        wipe_postgres(PG_URL)
+        if wipe:
+            wipe_postgres(PG_URL)
         args += ["--database-url", PG_URL]
     lines: list[str] = []
     try:

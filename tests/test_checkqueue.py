@@ -60,7 +60,7 @@ def test_waiting_clients_are_served_in_turn():
             return lambda: order.append(name) or name
 
         def in_line():  # tickets standing in the line (admission alone does not put one there)
-            return sum(len(t) for t in q._waiting.values())
+            return q.in_line()
 
         a1 = asyncio.ensure_future(q.run(note("a1"), client="a"))
         await asyncio.to_thread(_wait_until, lambda: in_line() == 1)
@@ -101,3 +101,68 @@ def test_the_whole_queue_has_a_bound_and_a_wait_limit():
 def test_bad_settings_name_the_argument():
     with pytest.raises(ValueError, match="max_per_client"):
         CheckQueue(max_per_client=0)
+
+
+def test_five_names_from_one_address_cannot_lock_out_the_class():
+    """Issue 19 §3: one person joins under five names and sends two sleeping checks per name. The
+    address is capped (``max_per_address``), so an honest learner on another address is admitted
+    (not 429), and when one of that person's running checks ends, the honest one goes next, before
+    the person's waiting ones (the address running fewer gradings goes first)."""
+    log: list = []
+
+    async def scenario():
+        q = CheckQueue(max_concurrent=2, max_queue=8, max_per_client=2, max_per_address=4)
+        gates = {}
+        evil = []
+        for name in range(5):
+            for n in range(2):
+                key = f"evil{name}.{n}"
+                gates[key] = threading.Event()
+                evil.append(asyncio.ensure_future(
+                    q.run(_blocker(gates[key], log, key), client=f"10.0.0.66#learner:evil{name}")))
+                await asyncio.sleep(0)
+        await asyncio.to_thread(_wait_until, lambda: q.stats()["running"] == 2 and q.in_line() == 2)
+        refused = [f for f in evil if f.done() and isinstance(f.exception(), QueueFull)]
+        assert len(refused) == 6 and all("per address" in str(f.exception()) for f in refused)
+        gates["honest"] = threading.Event()
+        honest = asyncio.ensure_future(q.run(_blocker(gates["honest"], log, "honest"), client="10.0.0.7#learner:ann"))
+        await asyncio.to_thread(_wait_until, lambda: q.in_line() == 3)
+        first = next(name for kind, name in log if kind == "start")
+        gates[first].set()  # one of the person's two running checks ends
+        await asyncio.to_thread(_wait_until, lambda: sum(kind == "start" for kind, _ in log) == 3)
+        for g in gates.values():
+            g.set()
+        await asyncio.gather(*evil, honest, return_exceptions=True)
+        return honest.result()
+
+    assert asyncio.run(scenario()) == "honest"
+    starts = [name for kind, name in log if kind == "start"]
+    assert len(starts) == 5 and starts[2] == "honest", starts  # before the person's 2 waiting ones
+
+
+def test_the_address_running_fewest_goes_next():
+    """A runs two gradings and waits with a third; B then asks for one. When one of A's finishes, A
+    still runs one and B none, so B goes next although A's third grading came first."""
+    async def scenario():
+        q = CheckQueue(max_concurrent=2, max_queue=8, max_per_client=3, max_per_address=6)
+        gates, log = [threading.Event() for _ in range(4)], []
+        a = [asyncio.ensure_future(q.run(_blocker(gates[i], log, f"a{i}"), client=f"A#learner:{i}"))
+             for i in range(3)]
+        await asyncio.to_thread(_wait_until, lambda: q.stats()["running"] == 2 and q.in_line() == 1)
+        b = asyncio.ensure_future(q.run(_blocker(gates[3], log, "b"), client="B"))
+        await asyncio.to_thread(_wait_until, lambda: q.in_line() == 2)
+        first = [name for kind, name in log if kind == "start"]
+        gates[int(first[0][1])].set()  # one of A's two running gradings ends
+        await asyncio.to_thread(_wait_until, lambda: sum(kind == "start" for kind, _ in log) == 3)
+        for g in gates:
+            g.set()
+        await asyncio.gather(*a, b)
+        return [name for kind, name in log if kind == "start"]
+
+    starts = asyncio.run(scenario())
+    assert starts[2] == "b", starts
+
+
+def test_max_per_address_is_validated():
+    with pytest.raises(ValueError, match="max_per_address"):
+        CheckQueue(max_per_address=0)

@@ -31,6 +31,27 @@ from test_classroom import (  # noqa: E402, F401
     test_the_teacher_sees_the_class_and_the_common_misconceptions,
 )
 
+# a restart keeps the class, recovery codes, rename/merge/remove (tests/test_classroom_identity.py), on PostgreSQL
+from test_classroom_identity import (  # noqa: E402, F401
+    test_a_learner_comes_back_on_another_browser_with_the_recovery_code,
+    test_a_restart_without_a_code_keeps_the_class_and_its_learners,
+    test_the_teacher_renames_merges_and_removes_learners,
+)
+
+# locked tracks and assignments (tests/test_classroom_plan.py), on PostgreSQL
+from test_classroom_plan import (  # noqa: E402, F401
+    test_a_locked_track_opens_for_each_learner_once_its_requires_are_solved,
+    test_a_locked_track_refuses_quiz_answers_too,
+    test_an_assignment_reports_who_finished_by_the_due_date,
+)
+
+
+@pytest.fixture()
+def db():
+    """The class kept in PostgreSQL (overrides the SQLite file of test_classroom_identity and test_classroom_plan)."""
+    wipe()
+    return URL
+
 
 def wipe() -> None:
     with psycopg.connect(URL, autocommit=True) as db:

@@ -126,7 +126,7 @@ def test_the_builtin_pack_calls_are_found_through_helpers_and_factories():
 def test_an_unseeded_case_is_named_and_the_summary_says_what_failed(isolated):
     pack = new_pack(isolated)
     check = pack / "ipo-loss" / "check.py"
-    check.write_text(check.read_text().replace("g = torch.Generator().manual_seed(seed)", "g = torch.Generator()\n"
+    check.write_text(check.read_text().replace("g = torch.Generator().manual_seed(fresh(seed))", "g = torch.Generator()\n"
                                                "            g.seed()"))
     out = invoke("dev", "check", "--pack", "mypack")
     assert out.exit_code == 1

@@ -33,7 +33,7 @@ def dev_check(pack: PackOption = None) -> None:
     from rich.markup import escape
 
     from alignlings.practice import packlint
-    from alignlings.practice.devcheck import check_exercise
+    from alignlings.practice.devcheck import check_exercise, locate
     from alignlings.practice.grader import Grader
     from alignlings.practice.pack import PackError, default_pack_paths, load_pack
 
@@ -46,7 +46,7 @@ def dev_check(pack: PackOption = None) -> None:
         raise typer.Exit(1) from None
     failed: list[str] = []
     for part in _targets(course, pack):
-        structure = packlint.lint_pack(part)
+        structure = packlint.lint_pack(part, course=course)
         mark = "[red]FAIL[/]" if structure else "[green]ok[/]"
         out.print(f"{mark} {escape(part.id)}: structure")
         for problem in structure:
@@ -58,14 +58,15 @@ def dev_check(pack: PackOption = None) -> None:
             for ex in part:
                 problems, checked = [], []
                 try:
-                    report = check_exercise(ex, grader)
-                    problems += [f"{ex.path}: {p}" for p in report.problems]
+                    report = check_exercise(ex, grader)  # every problem as FILE:LINE: message
+                    problems += report.problems
                     checked = report.checked
                     if ex.is_code:
                         problems += [str(p) for p in packlint.check_determinism(ex, grader)]
                         checked.append("cases seeded")
                 except Exception as exc:  # noqa: BLE001 - one line per problem, never a traceback
-                    problems.append(f"{ex.path}: {type(exc).__name__}: {exc}")
+                    text = str(exc)
+                    problems.append(locate(ex, text if text.startswith(str(ex.path)) else f"{type(exc).__name__}: {text}"))
                 mark = "[red]FAIL[/]" if problems else "[green]ok[/]"
                 out.print(f"{mark} {escape(ex.key)}: {escape(', '.join(checked))}")
                 for problem in problems:
@@ -82,8 +83,11 @@ def dev_check(pack: PackOption = None) -> None:
 def dev_new(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="The new exercise's id, e.g. ipo-loss.")],
     pack: PackOption = None,
+    kind: Annotated[str, typer.Option(
+        "--kind", help="fill (code with blanks), quiz, bug (spot the bug: buggy.py and its fix) or bug-or-not "
+                       "(bugornot.toml).")] = "fill",
 ) -> None:
-    """Write a working skeleton of a coding exercise into the pack folder (--pack DIR, created if new).
+    """Write a working skeleton of an exercise of KIND into the pack folder (--pack DIR, created if new).
 
     Replace every TODO(author) with your text and code; `alignlings dev check --pack DIR` then proves it.
     """
@@ -91,19 +95,21 @@ def dev_new(
 
     from alignlings.practice import skeleton
 
+    if kind not in skeleton.KINDS:
+        raise typer.BadParameter(f"expected one of {', '.join(skeleton.KINDS)}, got {kind!r}", param_hint="--kind")
     folders = given_packs(pack)
     if len(folders) != 1:
         raise typer.BadParameter("expected one pack folder to add the exercise to", param_hint="--pack")
     try:
-        written = skeleton.write(Path(folders[0]), exercise_id)
+        written = skeleton.write(Path(folders[0]), exercise_id, kind)
     except ValueError as exc:
         raise typer.BadParameter(str(exc).removeprefix("ID: "), param_hint="ID") from None
     out = console()
     for path in written:
         out.print(f"wrote {escape(str(path))}")
+    preview = (f" and `alignlings dev preview {exercise_id} --pack {folders[0]}`" if kind == "fill" else "")
     out.print(escape(f"Next: replace every {skeleton.PLACEHOLDER}, then run "
-                     f"`alignlings dev check --pack {folders[0]}` and `alignlings dev preview {exercise_id} "
-                     f"--pack {folders[0]}`."))
+                     f"`alignlings dev check --pack {folders[0]}`{preview} (docs/pack-format.md: kind {kind})."))
 
 
 @dev_app.command("preview")
@@ -114,8 +120,8 @@ def dev_preview(
 ) -> None:
     """Show the generated template and, per misconception, its splice and the verdict it gets."""
     from rich.markup import escape
-    from rich.syntax import Syntax
 
+    from alignlings.cli.solution import print_code
     from alignlings.practice import blanks as bl
     from alignlings.practice.grader import Grader, template_for
 
@@ -124,7 +130,7 @@ def dev_preview(
     ex = get_exercise(p, exercise_id, code_only=True)
     out = console()
     out.rule(f"template ({lang})")
-    out.print(Syntax(template_for(ex, lang), "python"))
+    print_code(out, template_for(ex, lang))  # whole lines when piped (no 80-column cut)
     source = ex.solution_source
     blanks = bl.find_blanks(source)
     if not ex.misconceptions:

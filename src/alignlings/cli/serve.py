@@ -7,7 +7,8 @@ import progress unless started with ``--allow-import``.
 
 ``--classroom``: a class on one server (``alignlings.web.classroom``). Learners join at ``/join``
 with their name and the class code printed here, each with their own progress; the token is the
-teacher's (``/teacher``), generated when not given. torch, FastAPI and uvicorn are
+teacher's (``/teacher``), generated when not given. The class (its code and learners) is kept in
+the progress database, so a restart without ``--class-code`` keeps the same code. torch, FastAPI and uvicorn are
 imported inside the command so that ``alignlings --help`` stays fast.
 """
 
@@ -58,8 +59,12 @@ def serve(
         "--classroom", help="Serve a class: learners join with a name and the class code (printed at start) and "
                             "get their own progress; --token is the teacher's, for /teacher.")] = False,
     class_code: Annotated[str | None, typer.Option(
-        "--class-code", help="The class code learners join with (default: a new random one).",
-        show_default=False)] = None,
+        "--class-code", help="The class code learners join with (default: the class's code kept in the progress "
+                             "database, or a new random one the first time).", show_default=False)] = None,
+    joins_per_address: Annotated[int, typer.Option(
+        "--joins-per-address", min=1, max=100_000,
+        help="Joins (and recovery-code tries) one network address may make per 10 minutes in a classroom; "
+             "raise it when the whole class reaches the server through one address (a NAT or proxy).")] = 10,
     database_url: Annotated[str | None, typer.Option(
         "--database-url", help="Keep progress in PostgreSQL (postgresql://user:password@host/db, through psycopg: "
                                "pip install 'alignlings[classroom]'), so several serve processes can share one "
@@ -99,7 +104,8 @@ def serve(
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
         packs = [str(p) for p in given_packs(pack)] or default_pack_paths()  # --pack before or after `serve`
         web = create_app(packs, db_path=database_url, token=token, allowed_hosts=None if token else list(LOOPBACK_NAMES),
-                         allow_import=True if allow_import else None, classroom=classroom, class_code=class_code)
+                         allow_import=True if allow_import else None, classroom=classroom, class_code=class_code,
+                         max_joins_per_address=joins_per_address)
     except PackError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pack") from None
 

@@ -1,4 +1,7 @@
-"""`alignlings solution ID`: reveal the reference answer and why it is right (recorded as revealed)."""
+"""`alignlings solution ID`: reveal the reference answer and why it is right (recorded as revealed).
+
+Piped or redirected (not a terminal), the code and the explanation are written as plain text with
+their lines whole: a pipe has no width, and rich would cut each line at its default 80 columns."""
 
 from __future__ import annotations
 
@@ -16,7 +19,6 @@ def solution(
 ) -> None:
     """Reveal the reference solution and its explanation; your progress records that you looked."""
     from rich.markdown import Markdown
-    from rich.syntax import Syntax
 
     from alignlings.practice.grader import solution_for
 
@@ -24,5 +26,18 @@ def solution(
     ex = get_exercise(load(pack), exercise_id, code_only=True)
     store().record_solution_revealed(ex.id, pack=ex.pack)
     out = console()
-    out.print(Syntax(solution_for(ex, lang), "python", line_numbers=False))
-    out.print(Markdown(ex.texts(lang).explanation))
+    print_code(out, solution_for(ex, lang))
+    if out.is_terminal:
+        out.print(Markdown(ex.texts(lang).explanation))
+    else:
+        typer.echo(ex.texts(lang).explanation.strip())
+
+
+def print_code(out, code: str) -> None:
+    """Highlighted on a terminal; plain and uncut when piped (``alignlings solution ID > file.py``)."""
+    if out.is_terminal:
+        from rich.syntax import Syntax
+
+        out.print(Syntax(code, "python", line_numbers=False))
+    else:
+        typer.echo(code.rstrip("\n"))

@@ -1,11 +1,17 @@
 """Proofs a pack must pass (``alignlings dev check`` and CI): every template fails as shipped,
 every reference solution passes, every misconception is rejected on its own blank with its own
 feedback, every listed equivalent right answer passes, and every exercise has all its texts in both
-languages (per-blank hints, where given, from a nudge to the answer: at least two per blank)."""
+languages (per-blank hints, where given, from a nudge to the answer: at least two per blank).
+
+Every problem names the file at fault and a line in it (``FILE:LINE: message``, :func:`locate`): a
+misconception's problems its ``id`` line in misconceptions.toml, a text's problems its key in
+``texts/<lang>.toml`` of that language, a template or reference problem solution.py, and so on."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from alignlings.practice import blanks as bl
 from alignlings.practice.pack import LANGS, Exercise, Pack
@@ -75,6 +81,13 @@ def check_texts(ex: Exercise) -> list[str]:
 
 
 def check_exercise(ex: Exercise, grader) -> Report:
+    """Prove one exercise; every problem of the report reads ``FILE:LINE: message``."""
+    report = _check_exercise(ex, grader)
+    report.problems = [locate(ex, p) for p in report.problems]
+    return report
+
+
+def _check_exercise(ex: Exercise, grader) -> Report:
     report = Report(ex.id)
     report.problems += check_texts(ex)
     report.checked.append("texts en+zh")
@@ -117,6 +130,109 @@ def check_exercise(ex: Exercise, grader) -> Report:
     if ex.equivalents:
         report.checked.append(f"{len(ex.equivalents)} equivalent answers pass")
     return report
+
+
+# -- where a problem is ----------------------------------------------------------------------------
+_FILES = ("texts/en.toml", "texts/zh.toml", "misconceptions.toml", "exercise.toml", "bugornot.toml", "quiz.toml",
+          "solution.py", "buggy.py", "check.py")
+_LOCATED = re.compile(r"^[^\n]*?\.(toml|py):\d+: ")
+
+
+def _line(path: Path, pattern: str, start: int = 1) -> int:
+    from alignlings.practice.packlint import line_of
+
+    return line_of(path, pattern, start)
+
+
+def _id_line(path: Path, ident: str) -> int:
+    return _line(path, rf"^\s*id\s*=\s*[\"']{re.escape(ident)}[\"']")
+
+
+def _key_line(path: Path, message: str) -> int:
+    """The line of the first TOML key the message names (``empty statement`` -> ``statement = ...``)."""
+    for word in re.findall(r"[a-z_]+", message):
+        line = _line(path, rf"^\s*{word}(\.[a-z]+)?\s*=", 0)
+        if line:
+            return line
+    return 1
+
+
+def locate(ex: Exercise, problem: str) -> str:
+    """``problem`` as ``FILE:LINE: message``, FILE being the file of ``ex`` at fault."""
+    if _LOCATED.match(problem):
+        return problem
+    text = problem
+    root = f"{ex.path}/"
+    if text.startswith(root):  # a PackError naming the file: "/abs/ex/misconceptions.toml: ..."
+        text = text[len(root):]
+    for rel in _FILES:
+        if text.startswith(rel + ": "):
+            rest = text[len(rel) + 2:]
+            path = ex.path / rel
+            rest = rest.removeprefix(f"{path}: ")  # a loader error that names the file again
+            at = re.search(r"at line (\d+)", rest)  # a TOML syntax error says where
+            if at:
+                return f"{path}:{at.group(1)}: {rest}"
+            if rel == "bugornot.toml":
+                reason = re.match(r"reason (\d+)", rest)
+                found = re.search(r"\(line (\d+)\)", rest)
+                if reason:
+                    line = _nth_line(path, r"^\s*\[\[reason\]\]", int(reason.group(1)))
+                elif found:
+                    line = _line(path, r"^\s*code\s*=") + int(found.group(1)) - 1
+                else:
+                    line = _key_line(path, rest)
+            elif rel in ("misconceptions.toml", "quiz.toml"):
+                named = re.search(r"(?:misconception|wrong_fix|question) (?:#\d+ )?['\"]?([\w-]+)['\"]?", rest)
+                line = _id_line(path, named.group(1)) if named else 1
+                line = line or 1
+            elif rel.endswith(".toml"):
+                line = _key_line(path, rest)
+            else:
+                line = _line(path, r"BLANK") if rel == "solution.py" else 1
+            return f"{path}:{line}: {rest}"
+    misc = ex.path / "misconceptions.toml"
+    named = re.match(r"(misconception|wrong_fix) ([\w-]+)", text)
+    if named:
+        return f"{misc}:{_id_line(misc, named.group(2)) or 1}: {text}"
+    drill = re.match(r"quiz [\w-]+:(verdict|reason)(?: option (\d+))?", text)
+    if drill and ex.kind == "bug-or-not":  # its two questions are made from bugornot.toml
+        path = ex.path / "bugornot.toml"
+        if drill.group(1) == "reason" and drill.group(2):
+            line = _nth_line(path, r"^\s*\[\[reason\]\]", int(drill.group(2)) + 1)
+        else:
+            line = _line(path, r"^\s*(observation|why)\b")
+        return f"{path}:{line}: {text}"
+    quiz = re.match(r"quiz ([\w-]+)", text)
+    if quiz:
+        path = ex.path / "quiz.toml"
+        return f"{path}:{_id_line(path, quiz.group(1)) or 1}: {text}"
+    equivalent = re.match(r"equivalent (['\"])(.*?)\1", text)
+    if equivalent:
+        return f"{misc}:{_line(misc, re.escape(equivalent.group(2)))}: {text}"
+    if text.startswith("blank_hints given in"):
+        missing = [lang for lang in LANGS if not _blank_hints(ex, lang)]
+        path = ex.path / "texts" / f"{missing[0] if missing else 'en'}.toml"
+        return f"{path}:1: {text}"
+    if "region" in text and text.startswith("the fix"):
+        meta = ex.path / "exercise.toml"
+        line = _line(meta, r"^\s*region\s*=")
+        return f"{meta}:{line}: {text}"
+    if text.startswith(("buggy.py", "a file made of equivalent")):
+        path = ex.path / ("buggy.py" if text.startswith("buggy.py") else "misconceptions.toml")
+        first = ex.meta.get("region", [1])[0] if isinstance(ex.meta.get("region"), list) and ex.meta.get("region") else 1
+        return f"{path}:{first if text.startswith('buggy.py') else 1}: {text}"
+    if text.startswith(("the reference solution", "the fixed solution.py")) or "template passes" in text:
+        solution = ex.path / "solution.py"
+        return f"{solution}:{_line(solution, 'BLANK') if ex.kind == 'code' else 1}: {text}"
+    return f"{ex.path / 'exercise.toml'}:1: {text}"
+
+
+def _nth_line(path: Path, pattern: str, n: int) -> int:
+    line = 0
+    for _ in range(n):
+        line = _line(path, pattern, line + 1)
+    return line
 
 
 def _blank_hints(ex: Exercise, lang: str) -> tuple:

@@ -324,8 +324,13 @@ class Pack:
                             "name one as PACK/ID")
         import os
 
+        import difflib
+
         known = ", ".join(self.exercises)
-        raise PackError(f"exercise: unknown id {exercise_id!r}; expected one of {known}. "
+        ids = sorted({*self.exercises, *(ex.id for ex in self)})
+        close = difflib.get_close_matches(str(exercise_id), ids, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise PackError(f"exercise: unknown id {exercise_id!r}; {hint}expected one of {known}. "
                         f"Loaded packs: {self.describe()}; " + INCLUDE_HELP.format(sep=os.pathsep)) from None
 
     def track(self, name: str) -> Track:

@@ -9,7 +9,11 @@ Every problem is one line that names a file and a line, never a traceback:
   call on the module (``m.dpo_loss(...)`` in check.py).
 - ``misconceptions.toml``: each ``blank`` is a blank number of solution.py.
 - ``texts/<lang>.toml``: every key of ``[comments]`` is the text of a comment in solution.py.
-- anywhere: no ``TODO(author)`` placeholder left from ``alignlings dev new``.
+- anywhere (pack.toml and the pack's own texts included): no ``TODO(author)`` placeholder left
+  from ``alignlings dev new``.
+- ``misconceptions.toml``: no two misconceptions (or wrong fixes) share an ``id``.
+- concept tags (exercise.toml, misconceptions.toml, quiz.toml): each is named in ``[concepts]`` of
+  some loaded pack's ``texts/<lang>.toml``, in every language (with ``course``).
 - with a grader, :func:`check_determinism`: every case gives the same value on two runs of the
   reference (an unseeded random case would fail learners at random).
 """
@@ -53,19 +57,76 @@ def line_of(path: Path, pattern: str, start: int = 1) -> int:
 
 # -- pack.toml -----------------------------------------------------------------------------------
 
-def lint_pack(pack: Pack) -> list[Problem]:
-    """Problems of one pack folder (not its includes) and of each of its exercises."""
+def lint_pack(pack: Pack, course: Pack | None = None) -> list[Problem]:
+    """Problems of one pack folder (not its includes) and of each of its exercises. ``course``: the
+    loaded packs whose ``[concepts]`` may name a tag (default: ``pack`` alone)."""
     problems: list[Problem] = []
     toml = pack.path / "pack.toml"
+    for path in [toml, *sorted((pack.path / "texts").glob("*.toml"))]:
+        problems += _placeholders_in(path)
     folders = sorted(p.name for p in pack.path.iterdir() if (p / "exercise.toml").is_file())
     for name in folders:
         if name not in pack.order:
             problems.append(Problem(toml, line_of(toml, r"^\s*order\s*=") if pack.order else
                                     line_of(toml, r"^\s*\[pack\]"),
                                     f"exercise folder {name!r} is missing from [pack] order"))
+    names = _concept_names(course or pack)
     for ex in pack:
         problems += lint_exercise(ex)
+        problems += _concept_tags(ex, names)
     return problems
+
+
+def _concept_names(course: Pack) -> dict[str, dict[str, str]]:
+    from alignlings.practice.review import concept_names
+
+    out: dict[str, dict[str, str]] = {}
+    for lang in LANGS:
+        try:
+            out[lang] = concept_names(course, lang)
+        except Exception:  # noqa: BLE001 - a broken texts file is reported by the loader's own checks
+            out[lang] = {}
+    return out
+
+
+def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Problem]:
+    """Every tag an exercise uses is named in ``[concepts]`` of a loaded pack, in every language."""
+    from alignlings.practice import review
+
+    where: list[tuple[Path, str]] = []
+    try:
+        for tags in review.blank_concepts(ex).values():
+            where += [(ex.path / "exercise.toml", t) for t in tags]
+        where += [(ex.path / "exercise.toml", t) for t in review.drill_concepts(ex)]
+        if ex.is_code and not ex.is_bug:
+            raw = {m.get("id"): m for m in _toml_tables(ex.path / "misconceptions.toml", "misconception")}
+            for m in ex.misconceptions:
+                where += [(ex.path / "misconceptions.toml", t) for t in (raw.get(m.id, {}).get("concepts") or ())]
+        if ex.kind == "quiz":
+            where += [(ex.path / "quiz.toml", t) for tags in review.question_concepts(ex).values() for t in tags]
+    except PackError as exc:
+        text = str(exc)
+        path = Path(text.split(": ", 1)[0]) if text.startswith(str(ex.path)) else ex.path / "exercise.toml"
+        return [Problem(path, _line_in(text), text.split(": ", 1)[-1])]
+    out, seen = [], set()
+    for path, tag in where:
+        missing = [lang for lang in LANGS if tag not in names.get(lang, {})]
+        if missing and (path, tag) not in seen:
+            seen.add((path, tag))
+            out.append(Problem(path, line_of(path, rf"[\"']{re.escape(tag)}[\"']"),
+                               f"unknown concept tag {tag!r}: name it in [concepts] of the pack's "
+                               f"texts/{missing[0]}.toml (e.g. {tag} = \"...\")"))
+    return out
+
+
+def _toml_tables(path: Path, name: str) -> list[dict]:
+    import tomllib
+
+    try:
+        with path.open("rb") as f:
+            return [t for t in tomllib.load(f).get(name, []) if isinstance(t, dict)]
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
 
 
 # -- one exercise --------------------------------------------------------------------------------
@@ -104,12 +165,18 @@ def lint_exercise(ex: Exercise) -> list[Problem]:
 def _placeholders(ex: Exercise) -> list[Problem]:
     out = []
     for path in sorted(ex.path.rglob("*")):
-        if path.suffix not in (".toml", ".py") or not path.is_file():
-            continue
-        for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-            if PLACEHOLDER in line:
-                out.append(Problem(path, i, f"{PLACEHOLDER} placeholder from `dev new`: write the real text"))
+        if path.suffix in (".toml", ".py") and path.is_file():
+            out += _placeholders_in(path)
     return out
+
+
+def _placeholders_in(path: Path) -> list[Problem]:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return [Problem(path, i, f"{PLACEHOLDER} placeholder from `dev new`: write the real text")
+            for i, line in enumerate(lines, start=1) if PLACEHOLDER in line]
 
 
 def defined_names(tree: ast.Module) -> set[str]:
@@ -221,10 +288,14 @@ def _misconception_blanks(ex: Exercise, source: str) -> list[Problem]:
         miscs = ex.misconceptions
     except PackError as exc:
         return [Problem(path, 1, str(exc).removeprefix(f"{path}: "))]
-    out, start = [], 1
+    out, start, seen = [], 1, set()
     for m in miscs:
         header = line_of(path, r"^\s*\[\[misconception\]\]", start)
         start = header + 1
+        if m.id in seen:
+            out.append(Problem(path, line_of(path, r"^\s*id\s*=", start),
+                               f"misconception id {m.id!r} is used twice: every misconception needs its own id"))
+        seen.add(m.id)
         if not 1 <= m.blank <= n:
             out.append(Problem(path, line_of(path, r"^\s*blank\s*=", start),
                                f"misconception {m.id!r}: blank {m.blank} is out of range: solution.py has "
@@ -247,8 +318,11 @@ def _comment_keys(ex: Exercise, source: str) -> list[Problem]:
         try:
             keys = ex.texts(lang).comments
         except PackError as exc:
-            out.append(Problem(path, 1, str(exc).removeprefix(f"{path}: ")))
-            break  # both languages load together: one report is enough
+            text = str(exc)
+            named = re.match(r"(\S+\.toml): ", text)  # both languages load together: the error names the file
+            at = Path(named.group(1)) if named else path
+            out.append(Problem(at, _line_in(text), text.removeprefix(f"{at}: ")))
+            break  # one report is enough
         for key in keys:
             if key not in comments:
                 out.append(Problem(path, line_of(path, re.escape(key)),

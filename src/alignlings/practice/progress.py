@@ -31,7 +31,14 @@ recorded (schema version 2, export version 1) belong.
 Learners (a classroom, ``alignlings serve --classroom``): every row also names its learner ('' for
 the one learner of a personal store). A store object reads and writes one learner's rows
 (``for_learner`` gives a view of the same database bound to another learner); ``add_learner`` and
-``learner_by_token`` keep the class list, with only a hash of each learner's token.
+``learner_by_token`` keep the class list, with only a hash of each learner's token. Schema 6 keeps
+the class code (``class_code``: a restart keeps the class), one token per browser or device of a
+learner (``learner_tokens``), a recovery code per learner kept as a hash (``issue_recovery_code``,
+``recover_learner``; each browser keeps a copy sealed with its own token, so only it can show the
+code again: ``recovery_code``), and the teacher's ``rename_learner``, ``merge_learners`` and
+``remove_learner`` (history kept, or exported and then deleted). Schema 7 keeps the teacher's
+plan: tracks locked until their ``requires`` are solved (``lock_track``) and assignments with a
+due time (``add_assignment``).
 """
 
 from __future__ import annotations
@@ -282,12 +289,85 @@ def _v5(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite3.Connection) -> None:
+    """The class itself (its code survives a restart), learners who come back (a recovery code, kept
+    as a hash; one token per browser or device) and learners the teacher removed (history kept)."""
+    _script(db, """
+        CREATE TABLE class_info (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        ALTER TABLE learners ADD COLUMN recovery_hash TEXT;
+        ALTER TABLE learners ADD COLUMN removed_at TEXT;
+        CREATE TABLE learner_tokens (
+            token_hash TEXT PRIMARY KEY,
+            learner TEXT NOT NULL,
+            sealed TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        );
+        INSERT INTO learner_tokens (token_hash, learner, sealed, created_at)
+            SELECT token_hash, id, '', created_at FROM learners;
+        CREATE INDEX learner_tokens_learner ON learner_tokens (learner);
+    """)
+
+
+def _v7(db: sqlite3.Connection) -> None:
+    """The teacher's course plan: tracks locked until their ``requires`` are solved, and
+    assignments (a set of exercises, by course key, with a due time in UTC)."""
+    _script(db, """
+        CREATE TABLE track_locks (
+            track TEXT PRIMARY KEY,
+            locked_at TEXT NOT NULL
+        );
+        CREATE TABLE assignments (
+            id TEXT PRIMARY KEY,
+            title TEXT NOT NULL,
+            exercises TEXT NOT NULL,
+            due TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 MAX_LEARNER_NAME = 60
+MAX_ASSIGNMENT_TITLE = 120
 
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+RECOVERY_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: copied by hand
+
+
+def normalize_recovery_code(code: str) -> str:
+    """``abcd efgh-jkmn`` -> ``ABCD-EFGH-JKMN``; '' when it cannot be a recovery code."""
+    raw = "".join(ch for ch in code.upper() if ch.isalnum())
+    if len(raw) != 12 or any(ch not in RECOVERY_ALPHABET for ch in raw):
+        return ""
+    return f"{raw[:4]}-{raw[4:8]}-{raw[8:]}"
+
+
+def _recovery_hash(code: str) -> str:
+    return hashlib.sha256(("alignlings-recovery:" + code).encode("utf-8")).hexdigest()
+
+
+def _seal_key(token: str) -> bytes:
+    return hashlib.sha256(("alignlings-recovery-seal:" + token).encode("utf-8")).digest()
+
+
+def _seal(code: str, token: str) -> str:
+    """The recovery code, readable only with the browser's token (a one-time pad from its hash)."""
+    return bytes(a ^ b for a, b in zip(code.encode("ascii"), _seal_key(token))).hex()
+
+
+def _unseal(sealed: str, token: str) -> str | None:
+    try:
+        return bytes(a ^ b for a, b in zip(bytes.fromhex(sealed), _seal_key(token))).decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _learner_name(name: Any) -> str:
@@ -617,21 +697,220 @@ class ProgressStore:
         is stored: the token is the learner's key (their cookie), shown once."""
         name = _learner_name(name)
         learner, token = uuidlib.uuid4().hex[:16], secrets.token_urlsafe(24)
-        self._write(lambda db: db.execute("INSERT INTO learners (id, name, token_hash, created_at) VALUES (?, ?, ?, ?)",
-                                          (learner, name, _token_hash(token), utcnow())))
+        now = utcnow()
+
+        def insert(db):
+            db.execute("INSERT INTO learners (id, name, token_hash, created_at) VALUES (?, ?, ?, ?)",
+                       (learner, name, _token_hash(token), now))
+            db.execute("INSERT INTO learner_tokens (token_hash, learner, created_at) VALUES (?, ?, ?)",
+                       (_token_hash(token), learner, now))
+
+        self._write(insert)
         return learner, token
 
     def learner_by_token(self, token: str) -> dict | None:
-        """``{"id", "name", "created_at"}`` of the learner whose token this is, else None."""
+        """``{"id", "name", "created_at"}`` of the learner whose token this is (any of their
+        browsers' or devices'), else None; a removed learner's tokens are gone."""
         if not isinstance(token, str) or not token or len(token) > 200:
             return None
-        rows = self._read("SELECT id, name, created_at FROM learners WHERE token_hash = ?", (_token_hash(token),))
+        rows = self._read("SELECT l.id, l.name, l.created_at FROM learner_tokens t JOIN learners l ON l.id = t.learner "
+                          "WHERE t.token_hash = ? AND l.removed_at IS NULL", (_token_hash(token),))
         return {"id": rows[0]["id"], "name": rows[0]["name"], "created_at": rows[0]["created_at"]} if rows else None
 
-    def learners(self) -> list[dict]:
-        """The class list, in the order they joined: ``{"id", "name", "created_at"}``."""
+    def learners(self, *, removed: bool = False) -> list[dict]:
+        """The class list, in the order they joined: ``{"id", "name", "created_at"}`` (with
+        ``removed=True``, the learners the teacher removed with their history kept, and ``removed_at``)."""
+        if removed:
+            return [{"id": r["id"], "name": r["name"], "created_at": r["created_at"], "removed_at": r["removed_at"]}
+                    for r in self._read("SELECT id, name, created_at, removed_at FROM learners "
+                                        "WHERE removed_at IS NOT NULL ORDER BY created_at, id")]
         return [{"id": r["id"], "name": r["name"], "created_at": r["created_at"]}
-                for r in self._read("SELECT id, name, created_at FROM learners ORDER BY created_at, id")]
+                for r in self._read("SELECT id, name, created_at FROM learners WHERE removed_at IS NULL "
+                                    "ORDER BY created_at, id")]
+
+    def learner_info(self, learner: str) -> dict | None:
+        """One learner of the class list (not removed), or None."""
+        rows = self._read("SELECT id, name, created_at FROM learners WHERE id = ? AND removed_at IS NULL",
+                          (_learner_id(learner),))
+        return {"id": rows[0]["id"], "name": rows[0]["name"], "created_at": rows[0]["created_at"]} if rows else None
+
+    # -- the class and the way back (schema 6) ---------------------------------------------------
+    def class_code(self, new: Callable[[], str]) -> str:
+        """The class code kept in the database; the first call (of any server sharing it) stores
+        ``new()``, so a restart, or a second server, accepts the same code."""
+        candidate = new()
+
+        def get(db):
+            db.execute("INSERT OR IGNORE INTO class_info (key, value, updated_at) VALUES ('code', ?, ?)",
+                       (candidate, utcnow()))
+            return db.execute("SELECT value FROM class_info WHERE key = 'code'").fetchone()[0]
+
+        return self._write(get)
+
+    def set_class_code(self, code: str) -> None:
+        """Keep ``code`` as the class code (``serve --class-code``): the old one stops working."""
+        if not isinstance(code, str) or not code.strip():
+            raise ValueError(f"code: expected a non-empty class code, got {code!r}")
+        self._write(lambda db: db.execute(
+            "INSERT INTO class_info (key, value, updated_at) VALUES ('code', ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (code, utcnow())))
+
+    def issue_recovery_code(self, learner: str, token: str | None = None) -> str:
+        """A new recovery code for ``learner`` (the old one stops working); returns it.
+
+        Only its hash is stored, plus, for the browser whose ``token`` is given, a copy sealed with
+        that token, so that browser's progress page can show it again (``recovery_code``) while
+        someone who reads the database cannot."""
+        learner = _learner_id(learner)
+        if self.learner_info(learner) is None:
+            raise ValueError(f"learner: no learner {learner!r} in the class")
+        code = "-".join("".join(secrets.choice(RECOVERY_ALPHABET) for _ in range(4)) for _ in range(3))
+
+        def update(db):
+            db.execute("UPDATE learners SET recovery_hash = ? WHERE id = ?", (_recovery_hash(code), learner))
+            db.execute("UPDATE learner_tokens SET sealed = '' WHERE learner = ?", (learner,))
+            if token:
+                db.execute("UPDATE learner_tokens SET sealed = ? WHERE token_hash = ? AND learner = ?",
+                           (_seal(code, token), _token_hash(token), learner))
+
+        self._write(update)
+        return code
+
+    def recovery_code(self, token: str) -> str | None:
+        """The recovery code of the learner signed in with ``token``, when this browser holds it."""
+        if not isinstance(token, str) or not token or len(token) > 200:
+            return None
+        rows = self._read("SELECT t.sealed, l.recovery_hash FROM learner_tokens t JOIN learners l ON l.id = t.learner "
+                          "WHERE t.token_hash = ? AND l.removed_at IS NULL", (_token_hash(token),))
+        if not rows or not rows[0]["sealed"] or not rows[0]["recovery_hash"]:
+            return None
+        code = _unseal(rows[0]["sealed"], token)
+        return code if code is not None and _recovery_hash(code) == rows[0]["recovery_hash"] else None
+
+    def recover_learner(self, code: str) -> tuple[dict, str] | None:
+        """Sign in again as the learner whose recovery code this is, on another browser or device:
+        returns ``(learner, new token)`` (the other browsers stay signed in), else None."""
+        if not isinstance(code, str) or not normalize_recovery_code(code):
+            return None
+        code = normalize_recovery_code(code)
+        rows = self._read("SELECT id, name, created_at FROM learners WHERE recovery_hash = ? AND removed_at IS NULL",
+                          (_recovery_hash(code),))
+        if not rows:
+            return None
+        learner = {"id": rows[0]["id"], "name": rows[0]["name"], "created_at": rows[0]["created_at"]}
+        token = secrets.token_urlsafe(24)
+        self._write(lambda db: db.execute(
+            "INSERT INTO learner_tokens (token_hash, learner, sealed, created_at) VALUES (?, ?, ?, ?)",
+            (_token_hash(token), learner["id"], _seal(code, token), utcnow())))
+        return learner, token
+
+    def rename_learner(self, learner: str, name: str) -> dict:
+        """Give a learner another name (as the teacher sees it); returns the learner."""
+        learner, name = _learner_id(learner), _learner_name(name)
+        if self.learner_info(learner) is None:
+            raise ValueError(f"learner: no learner {learner!r} in the class")
+        self._write(lambda db: db.execute("UPDATE learners SET name = ? WHERE id = ?", (name, learner)))
+        return self.learner_info(learner)  # type: ignore[return-value]
+
+    def merge_learners(self, into: str, other: str) -> dict:
+        """Move all of ``other``'s history (attempts, hints, answers, reviews; settings ``into`` lacks)
+        to ``into`` and drop ``other`` from the class list; ``other``'s browsers sign in as ``into``
+        from now on. Returns how many rows moved per table. Review schedules are rebuilt from the
+        merged log on the next review (``refresh_review_states``)."""
+        into, other = _learner_id(into), _learner_id(other)
+        if into == other:
+            raise ValueError("other: expected another learner than the one merged into")
+        for who, arg in ((into, "into"), (other, "other")):
+            if self.learner_info(who) is None:
+                raise ValueError(f"{arg}: no learner {who!r} in the class")
+
+        def merge(db):
+            moved = {}
+            for table in _TABLES:
+                before = db.total_changes
+                db.execute(f"UPDATE {table} SET learner = ? WHERE learner = ?", (into, other))
+                moved[table] = db.total_changes - before
+            db.execute("INSERT OR IGNORE INTO settings (learner, key, value, updated_at) "
+                       "SELECT ?, key, value, updated_at FROM settings WHERE learner = ?", (into, other))
+            db.execute("DELETE FROM settings WHERE learner = ?", (other,))
+            db.execute("DELETE FROM review_state WHERE learner = ? OR learner = ?", (into, other))
+            db.execute("UPDATE learner_tokens SET learner = ?, sealed = '' WHERE learner = ?", (into, other))
+            db.execute("DELETE FROM learners WHERE id = ?", (other,))
+            return moved
+
+        return self._write(merge)
+
+    def remove_learner(self, learner: str, *, keep_history: bool = True) -> dict:
+        """Take a learner off the class list: they can no longer sign in (tokens and recovery code
+        dropped). With ``keep_history`` (the default) their rows stay, still counted per exercise
+        in a report of removed learners (``learners(removed=True)``); otherwise every row of theirs
+        is deleted, and this returns their export (``export``) first so nothing is lost unseen."""
+        learner = _learner_id(learner)
+        if not learner or self.learner_info(learner) is None:
+            raise ValueError(f"learner: no learner {learner!r} in the class")
+        exported = self.for_learner(learner).export()
+
+        def remove(db):
+            db.execute("DELETE FROM learner_tokens WHERE learner = ?", (learner,))
+            if keep_history:
+                db.execute("UPDATE learners SET removed_at = ?, recovery_hash = NULL WHERE id = ?", (utcnow(), learner))
+                return
+            for table in (*_TABLES, "settings", "review_state"):
+                db.execute(f"DELETE FROM {table} WHERE learner = ?", (learner,))
+            db.execute("DELETE FROM learners WHERE id = ?", (learner,))
+
+        self._write(remove)
+        return exported
+
+    # -- the teacher's plan: locked tracks and assignments (schema 7) ------------------------------
+    def lock_track(self, track: str, locked: bool = True) -> None:
+        """Lock ``track`` (a course track key, ``pack/id``) until a learner has solved its
+        ``requires`` (the web layer decides what that means), or unlock it."""
+        if not isinstance(track, str) or not track.strip() or len(track) > 200:
+            raise ValueError(f"track: expected a track key (pack/id), got {track!r}")
+        if locked:
+            self._write(lambda db: db.execute(
+                "INSERT OR IGNORE INTO track_locks (track, locked_at) VALUES (?, ?)", (track, utcnow())))
+        else:
+            self._write(lambda db: db.execute("DELETE FROM track_locks WHERE track = ?", (track,)))
+
+    def locked_tracks(self) -> set[str]:
+        """The keys of the tracks the teacher locked."""
+        return {r["track"] for r in self._read("SELECT track FROM track_locks")}
+
+    def add_assignment(self, title: str, exercises: list[str], due: str) -> dict:
+        """Keep an assignment: ``title`` (1 to 120 characters), ``exercises`` (course keys, at least
+        one, no repeats) and ``due`` (ISO 8601; a naive time is UTC). Returns it with its ``id``."""
+        if not isinstance(title, str) or not " ".join(title.split()) or len(title) > MAX_ASSIGNMENT_TITLE:
+            raise ValueError(f"title: expected 1 to {MAX_ASSIGNMENT_TITLE} characters, got {title!r}")
+        if (not isinstance(exercises, list) or not exercises
+                or not all(isinstance(e, str) and e and len(e) <= 200 for e in exercises)):
+            raise ValueError(f"exercises: expected a non-empty list of exercise keys, got {exercises!r}")
+        if len(set(exercises)) != len(exercises):
+            raise ValueError("exercises: expected each exercise once, got repeats")
+        row = {"id": uuidlib.uuid4().hex[:12], "title": " ".join(title.split()), "exercises": list(exercises),
+               "due": _utc_iso(due, "due"), "created_at": utcnow()}
+        self._write(lambda db: db.execute(
+            "INSERT INTO assignments (id, title, exercises, due, created_at) VALUES (?, ?, ?, ?, ?)",
+            (row["id"], row["title"], json.dumps(row["exercises"]), row["due"], row["created_at"])))
+        return row
+
+    def assignments(self) -> list[dict]:
+        """The assignments, soonest due first: ``{"id", "title", "exercises", "due", "created_at"}``."""
+        return [{"id": r["id"], "title": r["title"], "exercises": json.loads(r["exercises"]), "due": r["due"],
+                 "created_at": r["created_at"]}
+                for r in self._read("SELECT id, title, exercises, due, created_at FROM assignments "
+                                    "ORDER BY due, created_at, id")]
+
+    def assignment(self, assignment: str) -> dict | None:
+        return next((a for a in self.assignments() if a["id"] == assignment), None)
+
+    def remove_assignment(self, assignment: str) -> None:
+        """Forget an assignment (the learners' work stays: it is their history)."""
+        if self.assignment(assignment) is None:
+            raise ValueError(f"assignment: no assignment {assignment!r}")
+        self._write(lambda db: db.execute("DELETE FROM assignments WHERE id = ?", (assignment,)))
 
     def __exit__(self, *exc):
         self.close()

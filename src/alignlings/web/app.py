@@ -45,7 +45,8 @@ def _is_api(request: Request) -> bool:
 def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: str | Path | None = None, token: str | None = None,
                grader=None, store=None, max_body_bytes: int = 1 << 20, max_concurrent_checks: int = 2,
                max_queue: int = 8, check_wait_seconds: float = 120.0, max_checks_per_client: int = 2,
-               max_toy_runs: int = 2,
+               max_toy_runs: int = 2, max_checks_per_address: int | None = None,
+               max_toy_runs_per_learner: int | None = None, max_joins_per_address: int = 10,
                warm_up: bool = True, allowed_hosts: list[str] | None = None,
                allow_import: bool | None = None, classroom: bool = False,
                class_code: str | None = None, warm_references: bool | None = None) -> FastAPI:
@@ -67,6 +68,12 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
             clients, so one client's slow checks cannot starve the others (default 2).
         max_toy_runs: toy GRPO runs training or waiting at once; one more gets 429. Only one
             trains at a time because torch's random generator is global to the process.
+        max_checks_per_address: gradings one remote address may have running or waiting, whatever
+            names it joined a class under (default: twice ``max_checks_per_client``).
+        max_toy_runs_per_learner: toy runs one learner (and one address) may have training or
+            waiting (default: 1 in a classroom, else ``max_toy_runs``).
+        max_joins_per_address: joins (and recovery attempts) one address may make in a classroom
+            per 10 minutes; one more gets 429 (default 10).
         warm_up: start the warm grader in the background at startup (default True).
         allowed_hosts: when set, requests whose Host header names another host get 400. ``serve``
             sets the loopback names when it runs without a token, so that a web page elsewhere
@@ -98,8 +105,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         store = ProgressStore(db_path)
     context = WebContext(pack, store, grader,
                          check_queue=CheckQueue(max_concurrent_checks, max_queue, check_wait_seconds,
-                                                max_checks_per_client),
-                         toy_runs=runs.RunManager(max_runs=max_toy_runs))
+                                                max_checks_per_client, max_checks_per_address),
+                         toy_runs=runs.RunManager(max_runs=max_toy_runs, max_per_owner=max_toy_runs_per_learner or (
+                             min(1, max_toy_runs) if classroom else max_toy_runs)))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -146,7 +154,16 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     if classroom:
         from alignlings.web import classroom as class_pages
 
-        app.state.class_code = (class_code or class_pages.new_class_code()).strip().upper()
+        from alignlings.web.guard import RateLimiter
+
+        if class_code:  # the teacher's code replaces the kept one; else the kept one (a restart keeps the class)
+            store.set_class_code(class_code.strip().upper())
+        app.state.class_code = store.class_code(class_pages.new_class_code)
+        app.state.join_limiter = RateLimiter(max_joins_per_address, class_pages.JOIN_WINDOW_S)
+        app.state.templates.env.globals["class_recovery"] = class_pages.recovery_code_of
+        app.state.templates.env.globals["in_class"] = class_pages.in_class
+        app.state.templates.env.globals["class_strings"] = class_pages._s
+        app.state.templates.env.globals["class_lock"] = class_pages.lock_reason_for
         app.include_router(class_pages.router)
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,10 +1,16 @@
 """Admission and fair ordering of gradings on a shared server.
 
-At most ``max_concurrent`` gradings run at once. Each client (a learner's token, or the remote
-address where there is none) may have at most ``max_per_client`` gradings running or waiting; one
-more is refused at once (429), so one client holding ten slow checks cannot fill the queue. Waiting
-gradings are served round-robin across clients: when a slot frees, the client that has waited
-longest since its last turn goes next, whatever order the requests came in.
+At most ``max_concurrent`` gradings run at once. Each client (a learner in a classroom, else the
+remote address) may have at most ``max_per_client`` gradings running or waiting, and each remote
+address at most ``max_per_address`` whatever names it joined under; one more is refused at once
+(429). So one person with five names and ten sleeping checks holds at most ``max_per_address``
+places and the honest learners still get in. Waiting gradings are served round-robin across
+addresses (and, within one address, across its learners): when a slot frees, the address running
+the fewest gradings goes next, among equals the one that has waited longest since its last turn,
+whatever order the requests came in.
+
+A client key is ``ADDRESS`` or ``ADDRESS#learner:ID`` (:func:`client_key`): the queue reads the
+address from the key, so the routes only pass the key.
 """
 
 from __future__ import annotations
@@ -19,13 +25,22 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 
-def client_key(request) -> str:
-    """Who a grading belongs to, for fairness: the learner in a classroom, else the remote address."""
-    learner = getattr(getattr(request, "state", None), "learner", None)
-    if isinstance(learner, dict) and learner.get("id"):
-        return "learner:" + str(learner["id"])
+def address_of(request) -> str:
+    """The remote address of a request ("local" when the server cannot tell)."""
     client = getattr(request, "client", None)
     return (client.host if client else "") or "local"
+
+
+def client_key(request) -> str:
+    """Who a grading belongs to, for fairness: ``ADDRESS#learner:ID`` in a classroom, else ``ADDRESS``."""
+    learner = getattr(getattr(request, "state", None), "learner", None)
+    if isinstance(learner, dict) and learner.get("id"):
+        return f"{address_of(request)}#learner:{learner['id']}"
+    return address_of(request)
+
+
+def _address(client: str) -> str:
+    return client.split("#", 1)[0]
 
 
 class QueueFull(Exception):
@@ -38,15 +53,23 @@ class CheckQueue:
     refused immediately, and a grading that waits longer than ``wait_seconds`` is refused too."""
 
     def __init__(self, max_concurrent: int = 2, max_queue: int = 8, wait_seconds: float = 120.0,
-                 max_per_client: int = 2):
-        if max_concurrent < 1 or max_queue < 0 or max_per_client < 1:
-            raise ValueError("max_concurrent_checks and max_per_client must be >= 1 and max_queue >= 0")
+                 max_per_client: int = 2, max_per_address: int | None = None):
+        if max_per_address is None:  # two learners' worth: a pair sharing a machine still both get in
+            max_per_address = 2 * max_per_client
+        if max_concurrent < 1 or max_queue < 0 or max_per_client < 1 or max_per_address < 1:
+            raise ValueError("max_concurrent_checks, max_per_client and max_per_address must be >= 1 "
+                             "and max_queue >= 0")
         self.max_concurrent, self.max_queue, self.wait_seconds = max_concurrent, max_queue, wait_seconds
-        self.max_per_client = max_per_client
+        self.max_per_client, self.max_per_address = max_per_client, max_per_address
         self._cond = threading.Condition()
         self._running = 0
         self._admitted: dict[str, int] = {}  # client -> gradings running or waiting
-        self._waiting: OrderedDict[str, deque[int]] = OrderedDict()  # client -> its tickets, in turn order
+        self._by_address: dict[str, int] = {}  # address -> gradings running or waiting
+        self._running_by_address: dict[str, int] = {}  # address -> gradings running
+        self._last_turn: dict[str, int] = {}  # address -> its last turn, or when it came (forgotten once idle)
+        self._turns = itertools.count()
+        # address -> its clients in turn order -> each client's tickets
+        self._waiting: OrderedDict[str, OrderedDict[str, deque[int]]] = OrderedDict()
         self._tickets = itertools.count()
 
     @property
@@ -60,15 +83,24 @@ class CheckQueue:
                     "max_concurrent": self.max_concurrent, "max_queue": self.max_queue,
                     "max_per_client": self.max_per_client, "clients": len(self._admitted)}
 
+    def in_line(self) -> int:
+        """Gradings standing in the line for a slot (admitted ones not yet in it are not counted)."""
+        with self._cond:
+            return sum(len(t) for clients in self._waiting.values() for t in clients.values())
+
     async def run(self, fn: Callable[[], Any], client: str = "") -> Any:
         self._admit(client)
         try:
             return await run_in_threadpool(self._run, fn, client)
         finally:
-            with self._cond:
-                self._admitted[client] -= 1
-                if not self._admitted[client]:
-                    del self._admitted[client]
+            self._release(client)
+
+    def _release(self, client: str) -> None:
+        with self._cond:
+            _drop(self._admitted, client)
+            _drop(self._by_address, _address(client))
+            if _address(client) not in self._by_address:
+                self._last_turn.pop(_address(client), None)
 
     def _admit(self, client: str) -> None:
         with self._cond:
@@ -79,19 +111,35 @@ class CheckQueue:
             if mine >= self.max_per_client:
                 raise QueueFull(f"you already have {mine} gradings running or waiting "
                                 f"(limit {self.max_per_client} per learner); wait for them to finish")
+            address = _address(client)
+            here = self._by_address.get(address, 0)
+            if here >= self.max_per_address:
+                raise QueueFull(f"{here} gradings from your address are running or waiting "
+                                f"(limit {self.max_per_address} per address); wait for them to finish")
             self._admitted[client] = mine + 1
+            self._by_address[address] = here + 1
+
+    def _next(self) -> tuple[str, str, int] | None:
+        """The grading whose turn it is: of the waiting addresses, the one running the fewest
+        gradings (among equals, the one that has waited longest since its last turn, or since it came);
+        its first client in turn; its first ticket."""
+        if self._running >= self.max_concurrent or not self._waiting:
+            return None
+        address = min(self._waiting, key=lambda a: (self._running_by_address.get(a, 0), self._last_turn[a]))
+        client, tickets = next(iter(self._waiting[address].items()))
+        return address, client, tickets[0]
 
     def _my_turn(self, client: str, ticket: int) -> bool:
-        if self._running >= self.max_concurrent or not self._waiting:
-            return False
-        first_client, tickets = next(iter(self._waiting.items()))
-        return first_client == client and tickets[0] == ticket
+        nxt = self._next()
+        return nxt is not None and nxt[1] == client and nxt[2] == ticket
 
     def _run(self, fn: Callable[[], Any], client: str) -> Any:
         ticket = next(self._tickets)
         deadline = time.monotonic() + self.wait_seconds
+        address = _address(client)
         with self._cond:
-            self._waiting.setdefault(client, deque()).append(ticket)
+            self._waiting.setdefault(address, OrderedDict()).setdefault(client, deque()).append(ticket)
+            self._last_turn.setdefault(address, next(self._turns))
             while not self._my_turn(client, ticket):
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -99,24 +147,40 @@ class CheckQueue:
                     self._cond.notify_all()
                     raise QueueFull(f"waited over {self.wait_seconds:.0f} s for a grading slot")
                 self._cond.wait(timeout=left)
-            self._leave(client, ticket)
+            self._leave(client, ticket, served=True)
             self._running += 1
+            self._running_by_address[address] = self._running_by_address.get(address, 0) + 1
+            self._last_turn[address] = next(self._turns)
             self._cond.notify_all()  # the next client in turn may also fit a free slot
         try:
             return fn()
         finally:
             with self._cond:
                 self._running -= 1
+                _drop(self._running_by_address, address)
                 self._cond.notify_all()
 
-    def _leave(self, client: str, ticket: int) -> None:
-        """Take the ticket out of the line; a client with more waiting goes to the back (round-robin)."""
-        tickets = self._waiting.get(client)
-        if tickets is None:
+    def _leave(self, client: str, ticket: int, served: bool = False) -> None:
+        """Take the ticket out of the line. When it was served, its client goes to the back of its
+        address's line and its address to the back of the line of addresses (round-robin)."""
+        address = _address(client)
+        clients = self._waiting.get(address)
+        tickets = clients.get(client) if clients is not None else None
+        if clients is None or tickets is None:
             return
-        was_first = tickets and tickets[0] == ticket
-        tickets.remove(ticket) if ticket in tickets else None
+        if ticket in tickets:
+            tickets.remove(ticket)
         if not tickets:
-            del self._waiting[client]
-        elif was_first:
-            self._waiting.move_to_end(client)
+            del clients[client]
+        elif served:
+            clients.move_to_end(client)
+        if not clients:
+            del self._waiting[address]
+        elif served:
+            self._waiting.move_to_end(address)
+
+
+def _drop(counts: dict[str, int], key: str) -> None:
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]

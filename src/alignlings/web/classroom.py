@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import secrets
 from http.cookies import SimpleCookie
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from alignlings import i18n
+from alignlings.practice.progress import MAX_LEARNER_NAME, _learner_name
+from alignlings.practice.service import STORE_ERRORS
+from alignlings.web.checkqueue import address_of
 from alignlings.web.context import WebContext, lang_of, render_page
 from alignlings.web.guard import _headers, _is_https, _page, _send_error, _without_token
 from alignlings.web.i18n import resolve_lang, ui
@@ -40,7 +44,7 @@ LEARNER_COOKIE = "alignlings_learner"
 TEACHER_COOKIE = "alignlings_teacher"
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud or from a board
 PUBLIC = ("/join", "/api/join", "/static/", "/api/health", "/favicon.ico")
-TEACHER = ("/teacher", "/api/teacher/")
+TEACHER = ("/teacher", "/api/teacher/", "/docs", "/redoc", "/openapi.json")  # the API docs: the teacher's too
 
 router = APIRouter()
 
@@ -98,13 +102,20 @@ class ClassroomMiddleware:
         if learner is None:
             if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and not path.startswith("/api"):
                 await send({"type": "http.response.start", "status": 303,
-                            "headers": [(b"location", b"/join"), (b"content-length", b"0"),
+                            "headers": [(b"location", join_url(scope).encode("latin-1")), (b"content-length", b"0"),
                                         (b"cache-control", b"no-store")]})
                 return await send({"type": "http.response.body", "body": b""})
             return await _send_error(scope, send, 401, _scope_strings(scope)["join_first"])
         state = scope.setdefault("state", {})
         state["learner"] = learner
+        state["learner_token"] = token
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
+        key = _graded_exercise(scope, self.context.pack)
+        if key is not None:
+            reason = await run_in_threadpool(lock_reason_of_exercise, self.context, learner["id"], key,
+                                             _scope_lang(scope))
+            if reason:
+                return await _send_error(scope, send, 403, reason)
         return await self.app(scope, receive, send)
 
     async def _teacher(self, scope, receive, send):
@@ -130,6 +141,33 @@ class ClassroomMiddleware:
         return await self.app(scope, receive, send)
 
 
+def safe_next(value: object) -> str:
+    """Where to go after joining: a path on this server (``/exercises/x?lang=zh``), else ``/``.
+    Never another site (``//evil``, ``/\\evil``, ``https:...``) nor the join page itself."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith(("//", "/\\")) \
+            or len(value) > 500 or any(ord(ch) < 32 for ch in value):
+        return "/"
+    path = value.split("?", 1)[0]
+    if path.startswith(("/join", "/api/", "/teacher")) or "\\" in path:
+        return "/"
+    return value
+
+
+def join_url(scope) -> str:
+    """``/join`` that comes back to the page asked for, in the language asked for (``?lang=``)."""
+    from urllib.parse import parse_qs, urlencode
+
+    query = scope.get("query_string", b"").decode("latin-1")
+    asked = scope.get("path", "/") + (f"?{query}" if query else "")
+    params = {}
+    if scope.get("path", "/") != "/" and safe_next(asked) != "/":
+        params["next"] = asked
+    lang = parse_qs(query).get("lang", [""])[0]
+    if lang in i18n.LANGS:
+        params["lang"] = lang
+    return "/join" + (f"?{urlencode(params)}" if params else "")
+
+
 def _query_token(scope) -> str | None:
     from urllib.parse import parse_qs
 
@@ -141,6 +179,10 @@ def _s(request: Request) -> dict[str, str]:
     return STRINGS.get(lang_of(request), STRINGS["en"])
 
 
+def _scope_lang(scope) -> str:
+    return resolve_lang(Request(scope)) if scope["type"] == "http" else "en"
+
+
 def _scope_strings(scope) -> dict[str, str]:
     """The strings in the language of a request the middleware answers itself (``?lang=``, cookie)."""
     if scope["type"] != "http":
@@ -149,34 +191,193 @@ def _scope_strings(scope) -> dict[str, str]:
 
 
 # -- joining -----------------------------------------------------------------------------------
+JOIN_WINDOW_S = 600.0  # max_joins_per_address counts the joins (and recovery tries) of 10 minutes
+
+
 class JoinBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(max_length=200, description="The learner's name, as the teacher will see it.")
-    code: str = Field(max_length=64, description="The class code printed when the server started.")
+    """What ``/api/join`` reads (the route parses it itself, so that every refusal is plain words
+    in the learner's language rather than a validation dump)."""
+    name: str = Field("", description="The learner's name, as the teacher will see it (1 to 60 characters).")
+    code: str = Field("", description="The class code printed when the server started.")
+    recovery: str = Field("", description="A recovery code instead of name and code: come back as that learner.")
+    next: str = Field("/", description="The page to go to after joining (a path on this server).")
 
 
 @router.get("/join", include_in_schema=False)
 def join_page(request: Request):
     s = _s(request)
-    return render_page(request, "join.html", nav="", title=s["join_title"], s=s,
-                       client={"lang": lang_of(request), "t": ui(lang_of(request)), "s": s})
+    nxt = safe_next(request.query_params.get("next", "/"))
+    return render_page(request, "join.html", nav="", title=s["join_title"], s=s, next=nxt,
+                       client={"lang": lang_of(request), "t": ui(lang_of(request)), "s": s, "next": nxt})
 
 
-@router.post("/api/join", tags=["classroom"])
-def join(request: Request, body: JoinBody) -> Response:
-    """Join with a name and the class code: sets the learner's cookie (their key to their progress)."""
-    expected = request.app.state.class_code
-    code = body.code.strip().upper()
-    if not secrets.compare_digest(code.encode(), expected.encode()):
-        raise HTTPException(403, _s(request)["wrong_code"])
-    store = request.app.state.ctx.store
+def _refuse(status: int, detail: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+def _name_problem(name: object, s: dict[str, str]) -> str | None:
+    if not isinstance(name, str) or not " ".join(name.split()):
+        return s["name_missing"]
+    name = " ".join(name.split())
+    if len(name) > MAX_LEARNER_NAME:
+        return s["name_too_long"]
     try:
-        learner, token = store.add_learner(body.name)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    response = Response(content=f'{{"learner": "{learner}", "next": "/"}}', media_type="application/json")
+        _learner_name(name)
+    except ValueError:
+        return s["name_bad"]
+    return None
+
+
+@router.post("/api/join", tags=["classroom"], openapi_extra={"requestBody": {
+    "required": True, "content": {"application/json": {"schema": JoinBody.model_json_schema()}}}})
+async def join(request: Request) -> Response:
+    """Join with a name and the class code, or come back with a recovery code: sets the learner's
+    cookie (their key to their progress). A new learner's answer carries their ``recovery_code``
+    (shown once here, and again on their progress page in this browser). Refusals are plain words
+    in the request's language; one address may try ``max_joins_per_address`` times per 10 minutes."""
+    s = _s(request)
+    wait = request.app.state.join_limiter.hit(address_of(request))
+    if wait:
+        minutes = max(1, math.ceil(wait / 60))
+        return _refuse(429, s["too_many_joins"].format(minutes=minutes), {"Retry-After": str(math.ceil(wait))})
+    try:
+        raw = await request.json()
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(k, ""), str) for k in ("name", "code", "recovery", "next")):
+        return _refuse(422, s["bad_request"])
+    store = request.app.state.ctx.store
+    nxt = safe_next(raw.get("next", "/"))
+    recovery = raw.get("recovery", "").strip()
+    if recovery:
+        found = await run_in_threadpool(store.recover_learner, recovery[:64])
+        if found is None:
+            return _refuse(403, s["wrong_recovery"])
+        learner, token = found
+        body = {"learner": learner["id"], "name": learner["name"], "next": nxt, "recovered": True}
+    else:
+        expected = await run_in_threadpool(current_class_code, request.app)
+        code = raw.get("code", "").strip().upper()[:64]
+        if not secrets.compare_digest(code.encode(), expected.encode()):
+            return _refuse(403, s["wrong_code"])
+        problem = _name_problem(raw.get("name", "")[:200], s)
+        if problem:
+            return _refuse(422, problem)
+
+        def add() -> tuple[str, str, str]:
+            learner_id, tok = store.add_learner(raw["name"])
+            return learner_id, tok, store.issue_recovery_code(learner_id, tok)
+
+        learner_id, token, recovery_code = await run_in_threadpool(add)
+        body = {"learner": learner_id, "name": " ".join(raw["name"].split()), "next": nxt,
+                "recovery_code": recovery_code}
+    response = JSONResponse(body)
     response.headers.append("set-cookie", set_cookie_header(request.scope, LEARNER_COOKIE, token).decode())
     return response
+
+
+def current_class_code(app) -> str:
+    """The class code as kept in the database (another server sharing it may have changed it)."""
+    code = app.state.ctx.store.class_code(lambda: app.state.class_code)
+    app.state.class_code = code
+    return code
+
+
+def recovery_code_of(request: Request) -> str | None:
+    """The signed-in learner's recovery code, when this browser holds it (templates: progress page)."""
+    token = getattr(request.state, "learner_token", None)
+    if not token:
+        return None
+    try:
+        return request.app.state.ctx.store.recovery_code(token)
+    except STORE_ERRORS:
+        return None
+
+
+def in_class(request: Request) -> bool:
+    """Whether the page is served to a learner of a class (templates hide Import and file paths)."""
+    return getattr(request.state, "learner", None) is not None
+
+
+# -- locked tracks (the teacher's plan) ------------------------------------------------------------
+GRADED = ("check", "hint", "solution")  # what a locked track refuses: /api/exercises/KEY/<one of these>
+
+
+def _graded_exercise(scope, course) -> str | None:
+    """The exercise key of a POST that checks work on it (``/api/exercises/KEY/check``, its hints and
+    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``), else None."""
+    if scope["type"] != "http" or scope.get("method") != "POST":
+        return None
+    path = scope.get("path", "")
+    if path.startswith("/api/quiz/"):
+        qid = path[len("/api/quiz/"):]
+        for ex in course:
+            if ex.is_quiz and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
+                return ex.key  # the first match, as web/quiz.py's find_question picks it
+        return None
+    for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):
+        if path.startswith(prefix):
+            key, _, action = path[len(prefix):].rpartition("/")
+            return key if key and action in actions else None
+    return None
+
+
+def lock_reasons(context: WebContext, learner: str, lang: str = "en") -> dict[str, str]:
+    """Track key -> why it is locked for ``learner``, in ``lang``: the tracks the teacher locked whose
+    ``requires`` the learner has not all solved yet (each required track: every exercise solved)."""
+    from alignlings.practice import report
+
+    locked = context.store.locked_tracks()
+    course = context.pack
+    if not locked or not learner:
+        return {}
+    s = STRINGS.get(lang, STRINGS["en"])
+    solved = report.solved_by(context.store, learner)
+    out = {}
+    for track in course.tracks:
+        if track.key not in locked:
+            continue
+        todo = [r for r in (course.track(name) for name in track.requires)
+                if not all((course.exercises[k].pack, course.exercises[k].id) in solved for k in r.exercises)]
+        if todo:
+            names = s["list_sep"].join(s["track_name"].format(title=r.title.get(lang) or r.title.get("en", r.id))
+                                       for r in todo)
+            out[track.key] = s["track_locked"].format(tracks=names)
+    return out
+
+
+def lock_reason_of_exercise(context: WebContext, learner: str, key: str, lang: str = "en") -> str | None:
+    """Why ``learner`` may not check exercise ``key`` now (its track is locked for them), else None."""
+    from alignlings.practice.pack import PackError
+
+    try:
+        ex = context.pack.get(key)
+    except PackError:
+        return None  # the route answers 404 in its own words
+    track = context.pack.track_of(ex.key)
+    return lock_reasons(context, learner, lang).get(track.key) if track is not None else None
+
+
+def track_locks_for(request: Request) -> dict[str, str]:
+    """For the home page: the tracks locked for the signed-in learner, with the reason (none outside a class)."""
+    learner = getattr(request.state, "learner", None)
+    if learner is None:
+        return {}
+    try:
+        return lock_reasons(request.app.state.ctx, learner["id"], lang_of(request))
+    except STORE_ERRORS:
+        return {}
+
+
+def lock_reason_for(request: Request, key: str) -> str:
+    """For an exercise page: why the signed-in learner cannot check ``key`` yet ('' when they can)."""
+    learner = getattr(request.state, "learner", None)
+    if learner is None:
+        return ""
+    try:
+        return lock_reason_of_exercise(request.app.state.ctx, learner["id"], key, lang_of(request)) or ""
+    except STORE_ERRORS:
+        return ""
 
 
 # -- the teacher's view ------------------------------------------------------------------------
@@ -186,19 +387,26 @@ def status_of(row: dict) -> str:
     return "attempted" if row.get("attempts") or row.get("hints") or row.get("revealed") else "not_started"
 
 
-def class_progress(context: WebContext) -> list[dict]:
+def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None) -> list[dict]:
     """One row per learner and exercise: ``learner`` (id), ``name``, ``exercise`` (key), ``pack``,
-    ``status`` (solved, attempted, not_started), ``attempts``, ``hints``, ``solution_seen``."""
+    ``track``, ``status`` (solved, attempted, not_started), ``attempts``, ``hints``, ``solution_seen``;
+    only the exercises of ``pack_id`` and ``track`` when given (``practice.report.selected``)."""
+    from alignlings.practice import report
+
     store, pack = context.store, context.pack
+    exercises = report.selected(pack, pack_id, track)
+    blank_hints = report.blank_hints_taken(store)  # hints are both kinds: the exercise's and per blank
     out = []
     for learner in store.learners():
         mine = store.for_learner(learner["id"])
         summaries = {p.id: mine.summary(p.id) for p in pack.packs}
-        for ex in pack:
+        for ex in exercises:
             row = summaries.get(ex.pack, {}).get(ex.id, {})
             out.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key, "pack": ex.pack,
+                        "track": report.track_of(pack, ex),
                         "status": status_of(row), "attempts": int(row.get("attempts", 0)),
-                        "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed"))})
+                        "hints": int(row.get("hints", 0)) + blank_hints.get((learner["id"], report.web_key(ex)), 0),
+                        "solution_seen": bool(row.get("revealed"))})
     return out
 
 
@@ -239,12 +447,16 @@ def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for r in rows:  # a cell starting with = + - @ would be a formula in a spreadsheet: quote it
-        writer.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+        writer.writerow({k: ("'" + v if isinstance(v, str) and v and v[0] in "=+-@" else v) for k, v in r.items()})
     return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-PROGRESS_COLUMNS = ["name", "learner", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
+PROGRESS_COLUMNS = ["name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
+LEARNER_COLUMNS = ["name", "learner", "last_activity", "time_on_task_s", "solved", "failing_blanks", "misconceptions",
+                   "wrong_choices", "hints", "revealed", "last_submission"]
+EXERCISE_COLUMNS = ["track", "exercise", "pack", "title", "solved", "stuck", "median_attempts", "median_seconds",
+                    "misconceptions", "blanks_wrong"]
 MISCONCEPTION_COLUMNS = ["misconception", "exercise", "pack", "blank", "learners", "feedback"]
 
 
@@ -254,17 +466,45 @@ def _teacher_context(request: Request) -> WebContext:
     return request.app.state.ctx
 
 
+def _filters(request: Request) -> tuple[str | None, str | None]:
+    """``?pack=`` and ``?track=`` (empty: all), checked against the loaded course (422 otherwise)."""
+    from alignlings.practice import report
+
+    pack_id = request.query_params.get("pack") or None
+    track = request.query_params.get("track") or None
+    try:
+        report.selected(request.app.state.ctx.pack, pack_id, track)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return pack_id, track
+
+
+def class_report(context: WebContext, lang: str = "en", pack_id: str | None = None,
+                 track: str | None = None) -> dict:
+    """Who is stuck where: per learner and per exercise (``practice.report``)."""
+    from alignlings.practice import report
+
+    return {"learners": report.learner_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track),
+            "exercises": report.exercise_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)}
+
+
 @router.get("/api/teacher/class", tags=["classroom"])
 def class_json(request: Request) -> dict:
-    """The class: learners, learners x exercises, misconceptions (teacher token only)."""
+    """The class: learners, learners x exercises, misconceptions and the report of who is stuck
+    where (teacher token only); ``?pack=`` and ``?track=`` select exercises."""
     context = _teacher_context(request)
-    return {"learners": context.store.learners(), "progress": class_progress(context),
-            "misconceptions": class_misconceptions(context, lang_of(request))}
+    pack_id, track = _filters(request)
+    lang = lang_of(request)
+    return {"learners": context.store.learners(), "progress": class_progress(context, pack_id, track),
+            "misconceptions": class_misconceptions(context, lang),
+            "report": class_report(context, lang, pack_id, track)}
 
 
 @router.get("/teacher/progress.csv", include_in_schema=False)
 def progress_csv(request: Request) -> Response:
-    return _csv(class_progress(_teacher_context(request)), PROGRESS_COLUMNS, "class-progress.csv")
+    rows = class_progress(_teacher_context(request), *_filters(request))
+    rows.sort(key=lambda r: (r["track"], r["name"]))  # by track: a teacher's own exercises come together
+    return _csv(rows, PROGRESS_COLUMNS, "class-progress.csv")
 
 
 @router.get("/teacher/misconceptions.csv", include_in_schema=False)
@@ -273,16 +513,258 @@ def misconceptions_csv(request: Request) -> Response:
     return _csv(rows, MISCONCEPTION_COLUMNS, "class-misconceptions.csv")
 
 
+def _flat(value) -> str:
+    import json
+
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, ensure_ascii=False)
+    return "" if value is None else str(value)
+
+
+@router.get("/teacher/learners.csv", include_in_schema=False)
+def learners_csv(request: Request) -> Response:
+    report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
+    rows = [{**{k: _flat(v) for k, v in r.items()}, "learner": r["id"], "solved": len(r["solved"]),
+             "last_submission": _flat({k: v for k, v in (r["last_submission"] or {}).items() if k != "code"})}
+            for r in report["learners"]]
+    return _csv(rows, LEARNER_COLUMNS, "class-learners.csv")
+
+
+@router.get("/teacher/exercises.csv", include_in_schema=False)
+def exercises_csv(request: Request) -> Response:
+    report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
+    rows = [{k: _flat(v) for k, v in r.items()} for r in report["exercises"]]
+    return _csv(rows, EXERCISE_COLUMNS, "class-exercises.csv")
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min" if seconds >= 3600 else f"{seconds // 60} min"
+
+
 @router.get("/teacher", include_in_schema=False)
 def teacher_page(request: Request):
     context = _teacher_context(request)
     lang, s = lang_of(request), _s(request)
+    pack_id, track = _filters(request)
+    from alignlings.practice import report as rp
+
     learners = context.store.learners()
-    progress = class_progress(context)
+    progress = class_progress(context, pack_id, track)
     cells = {(r["learner"], r["exercise"]): r for r in progress}
-    exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id)} for ex in context.pack]
+    chosen = rp.selected(context.pack, pack_id, track)
+    exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id), "track": rp.track_of(context.pack, ex)}
+                 for ex in chosen]
     table = [{"name": lr["name"], "id": lr["id"],
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
+    query = "&".join(f"{k}={v}" for k, v in (("pack", pack_id), ("track", track)) if v)
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
                        table=table, misconceptions=class_misconceptions(context, lang),
-                       class_code=request.app.state.class_code)
+                       class_code=current_class_code(request.app), learners=learners,
+                       removed=context.store.learners(removed=True),
+                       report=class_report(context, lang, pack_id, track), duration=_duration,
+                       packs=[p.id for p in context.pack.packs], tracks=[t.key for t in context.pack.tracks],
+                       chosen_pack=pack_id or "", chosen_track=track or "", query=("?" + query) if query else "",
+                       plan_tracks=track_rows(context, lang),
+                       assignments=[assignment_report(context, a["id"]) for a in context.store.assignments()],
+                       all_exercises=[{"key": ex.key, "title": ex.title.get(lang) or ex.title.get("en") or ex.id}
+                                      for ex in context.pack],
+                       client={"lang": lang, "t": ui(lang), "s": s})
+
+
+# -- the teacher manages learners ------------------------------------------------------------------
+class RenameBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=200, description="The learner's new name (1 to 60 characters).")
+
+
+class MergeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    into: str = Field(max_length=64, description="The learner (id) who keeps the merged history.")
+
+
+class RemoveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    history: str = Field("keep", pattern="^(keep|delete)$",
+                         description="keep: the rows stay (the learner only leaves the list); "
+                                     "delete: the rows are deleted, and returned as an export first.")
+
+
+def _store_call(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except ValueError as exc:
+        raise HTTPException(404 if "no learner" in str(exc) else 422, str(exc)) from None
+
+
+@router.post("/api/teacher/learners/{learner}/rename", tags=["classroom"])
+def rename_learner(request: Request, learner: str, body: RenameBody) -> dict:
+    """Rename a learner (teacher token only)."""
+    store = _teacher_context(request).store
+    return _store_call(store.rename_learner, learner, body.name)
+
+
+@router.post("/api/teacher/learners/{learner}/merge", tags=["classroom"])
+def merge_learner(request: Request, learner: str, body: MergeBody) -> dict:
+    """Merge ``learner`` (e.g. the empty second entry of someone who re-joined) into ``into``: their
+    history moves there and their browsers sign in as ``into``. Returns the rows moved per table."""
+    store = _teacher_context(request).store
+    return {"into": body.into, "moved": _store_call(store.merge_learners, body.into, learner)}
+
+
+@router.post("/api/teacher/learners/{learner}/remove", tags=["classroom"])
+def remove_learner(request: Request, learner: str, body: RemoveBody) -> dict:
+    """Take a learner off the class list; ``history``: keep (default) or delete. The answer always
+    carries the learner's ``export`` (the JSON of ``/api/progress/export``), taken before anything changed."""
+    store = _teacher_context(request).store
+    exported = _store_call(store.remove_learner, learner, keep_history=body.history == "keep")
+    return {"removed": learner, "history": body.history, "export": exported}
+
+
+@router.post("/api/teacher/learners/{learner}/recovery", tags=["classroom"])
+def new_recovery_code(request: Request, learner: str) -> dict:
+    """A new recovery code for a learner who lost theirs (the old one stops working); give it to them."""
+    store = _teacher_context(request).store
+    info = _store_call(store.learner_info, learner)
+    if info is None:
+        raise HTTPException(404, f"learner: no learner {learner!r} in the class")
+    return {"learner": learner, "name": info["name"], "recovery_code": _store_call(store.issue_recovery_code, learner)}
+
+
+@router.get("/api/teacher/learners/{learner}/export", tags=["classroom"])
+def export_learner(request: Request, learner: str) -> Response:
+    """One learner's whole history as a JSON download (the format of ``/api/progress/export``)."""
+    import json
+
+    store = _teacher_context(request).store
+    if _store_call(store.learner_info, learner) is None and not any(
+            r["id"] == learner for r in store.learners(removed=True)):
+        raise HTTPException(404, f"learner: no learner {learner!r} in the class")
+    data = store.for_learner(learner).export()
+    return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="learner-{learner}.json"'})
+
+
+# -- the teacher's plan: locked tracks and assignments ------------------------------------------------
+class LockBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    track: str = Field(max_length=200, description="The track (pack/id, or its id when one pack has it).")
+    locked: bool = Field(True, description="true: lock it until its requires are solved; false: open it.")
+
+
+class AssignmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(max_length=200, description="What the learners will see it called (1 to 120 characters).")
+    exercises: list[str] = Field(max_length=500, description="The exercises (keys as in /api/exercises).")
+    due: str = Field(max_length=64, description="When it is due: ISO 8601 (a time without offset is UTC; a date "
+                                                "alone is the end of that day, UTC).")
+
+
+def track_rows(context: WebContext, lang: str = "en") -> list[dict]:
+    """Every track of the course with ``key``, ``title``, ``requires`` (titles) and ``locked``."""
+    locked = context.store.locked_tracks()
+    course = context.pack
+    return [{"key": t.key, "title": t.title.get(lang) or t.title.get("en", t.id), "locked": t.key in locked,
+             "requires": [course.track(r).title.get(lang) or course.track(r).key for r in t.requires]}
+            for t in course.tracks]
+
+
+@router.post("/api/teacher/tracks/lock", tags=["classroom"])
+def lock_track(request: Request, body: LockBody) -> dict:
+    """Lock a track until each learner has solved the tracks it ``requires`` (or open it again):
+    learners see it locked with the reason, and their checks, hints and solutions on its exercises
+    are refused (403) until then. A track that requires nothing cannot be locked (422)."""
+    from alignlings.practice.pack import PackError
+
+    context = _teacher_context(request)
+    try:
+        track = context.pack.track(body.track)
+    except PackError:
+        raise HTTPException(422, f"track: expected one of {', '.join(t.key for t in context.pack.tracks)}, "
+                                 f"got {body.track!r}") from None
+    if body.locked and not track.requires:
+        raise HTTPException(422, f"track: {track.key!r} requires no other track, so there is nothing to wait for")
+    _store_call(context.store.lock_track, track.key, body.locked)
+    return {"track": track.key, "locked": body.locked}
+
+
+def _due_iso(value: str) -> str:
+    """``due`` as the store keeps it: a date alone is the end of that day (UTC)."""
+    import re
+
+    value = value.strip()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        value += "T23:59:59+00:00"
+    return value
+
+
+@router.post("/api/teacher/assignments", tags=["classroom"])
+def add_assignment(request: Request, body: AssignmentBody) -> dict:
+    """Give an assignment: a set of exercises with a due time; ``/teacher/assignments/ID`` says who
+    finished by then."""
+    from alignlings.practice.pack import PackError
+
+    context = _teacher_context(request)
+    keys = []
+    for i, name in enumerate(body.exercises):
+        try:
+            keys.append(context.pack.get(name).key)
+        except PackError as exc:
+            raise HTTPException(422, f"exercises[{i}]: {exc}") from None
+    return _store_call(context.store.add_assignment, body.title, keys, _due_iso(body.due))
+
+
+@router.post("/api/teacher/assignments/{assignment}/remove", tags=["classroom"])
+def remove_assignment(request: Request, assignment: str) -> dict:
+    """Delete an assignment (the learners' work on its exercises stays)."""
+    store = _teacher_context(request).store
+    if store.assignment(assignment) is None:
+        raise HTTPException(404, f"assignment: no assignment {assignment!r}")
+    store.remove_assignment(assignment)
+    return {"removed": assignment}
+
+
+def assignment_report(context: WebContext, assignment: str) -> dict:
+    """An assignment with ``learners`` (``practice.report.assignment_rows``) and ``finished_on_time``."""
+    from alignlings.practice import report
+
+    found = context.store.assignment(assignment)
+    if found is None:
+        raise HTTPException(404, f"assignment: no assignment {assignment!r}")
+    rows = report.assignment_rows(context.store, context.pack, found)
+    return {**found, "learners": rows, "finished_on_time": sum(r["on_time"] for r in rows)}
+
+
+@router.get("/api/teacher/assignments", tags=["classroom"])
+def assignments_json(request: Request) -> dict:
+    """Every assignment with its report: per learner, what they solved and when, what is missing,
+    when they finished and whether that was by the due time."""
+    context = _teacher_context(request)
+    return {"assignments": [assignment_report(context, a["id"]) for a in context.store.assignments()]}
+
+
+ASSIGNMENT_COLUMNS = ["name", "learner", "solved", "total", "finished_at", "on_time", "missing"]
+
+
+@router.get("/teacher/assignments/{assignment}/report.csv", include_in_schema=False)
+def assignment_csv(request: Request, assignment: str) -> Response:
+    found = assignment_report(_teacher_context(request), assignment)
+    rows = [{"name": r["name"], "learner": r["id"], "solved": len(r["solved"]), "total": len(found["exercises"]),
+             "finished_at": r["finished_at"] or "", "on_time": "yes" if r["on_time"] else "no",
+             "missing": " ".join(r["missing"])} for r in found["learners"]]
+    return _csv(rows, ASSIGNMENT_COLUMNS, f"assignment-{assignment}.csv")
+
+
+@router.get("/teacher/assignments/{assignment}", include_in_schema=False)
+def assignment_page(request: Request, assignment: str):
+    context = _teacher_context(request)
+    lang, s = lang_of(request), _s(request)
+    found = assignment_report(context, assignment)
+    titles = {}
+    for key in found["exercises"]:
+        ex = context.pack.exercises.get(key)
+        titles[key] = (ex.title.get(lang) or ex.title.get("en") or ex.id) if ex is not None else key
+    return render_page(request, "teacher_assignment.html", nav="", title=found["title"], s=s, a=found,
+                       titles=titles, client={"lang": lang, "t": ui(lang), "s": s})

@@ -236,3 +236,37 @@ class BodyLimitMiddleware:
             return await receive()
 
         return await self.app(scope, replay, send)
+
+
+class RateLimiter:
+    """At most ``limit`` events per ``window_s`` seconds per key (a remote address): a sliding
+    window, thread-safe, with memory bounded by the keys seen within one window.
+
+    ``hit(key)`` records an event and returns 0.0, or, when the key is over its limit, records
+    nothing and returns the seconds until it may try again."""
+
+    def __init__(self, limit: int, window_s: float, clock=None):
+        import threading
+        import time
+
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"limit: expected a whole number >= 1, got {limit!r}")
+        if not window_s > 0:
+            raise ValueError(f"window_s: expected seconds > 0, got {window_s!r}")
+        self.limit, self.window_s = limit, float(window_s)
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._events: dict[str, list[float]] = {}
+
+    def hit(self, key: str) -> float:
+        now = self._clock()
+        with self._lock:
+            if len(self._events) > 10_000:  # forget every key with nothing inside the window
+                self._events = {k: v for k, v in self._events.items() if v and v[-1] > now - self.window_s}
+            times = [t for t in self._events.get(key, []) if t > now - self.window_s]
+            if len(times) >= self.limit:
+                self._events[key] = times
+                return max(0.001, times[0] + self.window_s - now)
+            times.append(now)
+            self._events[key] = times
+            return 0.0

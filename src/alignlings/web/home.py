@@ -19,6 +19,9 @@ def groups(request: Request) -> list[dict]:
     lang = lang_of(request)
     pack, store = ctx(request).pack, ctx(request).store
     summaries = {part.id: store.summary(part.id) for part in pack.packs}
+    from alignlings.web.classroom import track_locks_for
+
+    locks = track_locks_for(request)  # a class: tracks the teacher locked, and why (empty otherwise)
     out = []
     for part in pack.packs:
         tracks = []
@@ -33,7 +36,8 @@ def groups(request: Request) -> list[dict]:
             needs = [pack.track(r).title.get(lang, r) for r in track.requires]
             title = part.title if track.implicit and len(part.tracks) == 1 else track.title
             tracks.append({"id": track.key, "title": title.get(lang, track.id), "rows": rows,
-                           "requires": AFTER[lang].format(tracks=", ".join(needs)) if needs else ""})
+                           "requires": AFTER[lang].format(tracks=", ".join(needs)) if needs else "",
+                           "locked": locks.get(track.key, "")})
         out.append({"pack": part.id, "title": part.title.get(lang, part.id), "tracks": tracks})
     return out
 

@@ -5,6 +5,10 @@
 run, one at a time (torch's random generator is global to the process), and keeps each run's events
 for the page's server-sent event stream. A run's ``kind`` ("grpo" or "dpo") picks the trainer; for
 DPO, ``iterations`` counts optimizer steps.
+
+Limits: ``max_runs`` runs training or waiting in the server, and ``max_per_owner`` of them per owner
+(a learner, ``ADDRESS#learner:ID``) and per remote address, so one learner, or one person under
+several names, cannot hold every slot (``checkqueue.client_key`` makes the owner key).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from alignlings.web.checkqueue import QueueFull
+from alignlings.web.checkqueue import QueueFull, _address
 
 KEEP_FINISHED = 20
 KINDS = ("grpo", "dpo")
@@ -31,6 +35,7 @@ class Run:
     seed: int
     iterations: int
     delay_ms: int
+    owner: str = ""
     status: str = "queued"  # queued, running, done, error
     events: list[dict] = field(default_factory=list)
     kind: str = "grpo"  # which toy: "grpo" (alignlings.toy_grpo) or "dpo" (alignlings.toy_dpo)
@@ -43,8 +48,12 @@ class Run:
 
 
 class RunManager:
-    def __init__(self, max_runs: int = 2):
-        self.max_runs = max_runs
+    def __init__(self, max_runs: int = 2, max_per_owner: int | None = None):
+        if max_per_owner is None:
+            max_per_owner = max_runs
+        if max_runs < 1 or max_per_owner < 1:
+            raise ValueError(f"max_runs and max_per_owner: expected >= 1, got {max_runs} and {max_per_owner}")
+        self.max_runs, self.max_per_owner = max_runs, max_per_owner
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._lock = threading.Lock()
         self._train_lock = threading.Lock()
@@ -64,13 +73,21 @@ class RunManager:
         with self._lock:
             return [r for r in self._runs.values() if kind is None or r.kind == kind]
 
-    def start(self, seed: int, iterations: int, delay_ms: int, kind: str = "grpo") -> Run:
+    def start(self, seed: int, iterations: int, delay_ms: int, owner: str = "", kind: str = "grpo") -> Run:
         if kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
         with self._lock:
-            if sum(1 for r in self._runs.values() if r.status in ("queued", "running")) >= self.max_runs:
+            live = [r for r in self._runs.values() if r.status in ("queued", "running")]
+            if len(live) >= self.max_runs:
                 raise QueueFull(f"{self.max_runs} toy runs already training or waiting")
-            run = Run(id=secrets.token_hex(6), seed=seed, iterations=iterations, delay_ms=delay_ms, kind=kind)
+            if sum(r.owner == owner for r in live) >= self.max_per_owner:
+                raise QueueFull(f"you already have a toy run training or waiting (limit {self.max_per_owner} "
+                                "per learner); wait for it to finish")
+            if sum(_address(r.owner) == _address(owner) for r in live) >= self.max_per_owner:
+                raise QueueFull(f"a toy run from your address is already training or waiting (limit "
+                                f"{self.max_per_owner} per address); wait for it to finish")
+            run = Run(id=secrets.token_hex(6), seed=seed, iterations=iterations, delay_ms=delay_ms, owner=owner,
+                      kind=kind)
             self._runs[run.id] = run
             finished = [k for k, r in self._runs.items() if r.status in ("done", "error")]
             for k in finished[: max(0, len(finished) - KEEP_FINISHED)]:

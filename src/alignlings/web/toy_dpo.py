@@ -14,6 +14,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from alignlings.web.checkqueue import client_key
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.i18n import learner, ui
 from alignlings.web.toy_grpo import run_events as _grpo_events
@@ -41,7 +42,7 @@ def _dpo_run(request: Request, run_id: str):
 @router.post("/api/toy-dpo/runs", tags=["toy-dpo"], status_code=201)
 def start_run(request: Request, body: DPORunBody) -> dict:
     """Start a toy DPO run; stream it from ``/api/toy-dpo/runs/{id}/events``."""
-    run = ctx(request).toy_runs.start(body.seed, body.steps, body.delay_ms, kind="dpo")
+    run = ctx(request).toy_runs.start(body.seed, body.steps, body.delay_ms, owner=client_key(request), kind="dpo")
     return {"id": run.id, "seed": run.seed, "steps": run.iterations, "iterations": run.iterations,
             "events": f"/api/toy-dpo/runs/{run.id}/events"}
 

@@ -20,6 +20,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from alignlings.web.checkqueue import client_key
 from alignlings.web.context import ctx, lang_of, render_page
 from alignlings.web.runs import Run, RunManager, _library  # noqa: F401 - RunManager re-exported
 from alignlings.web.i18n import ui
@@ -40,7 +41,7 @@ def _sse(index: int, event: str, data: dict) -> str:
 @router.post("/api/toy-grpo/runs", tags=["toy-grpo"], status_code=201)
 def start_run(request: Request, body: RunBody) -> dict:
     """Start a toy GRPO run; stream it from ``/api/toy-grpo/runs/{id}/events``."""
-    run = ctx(request).toy_runs.start(body.seed, body.iterations, body.delay_ms)
+    run = ctx(request).toy_runs.start(body.seed, body.iterations, body.delay_ms, owner=client_key(request))
     return {"id": run.id, "seed": run.seed, "iterations": run.iterations,
             "events": f"/api/toy-grpo/runs/{run.id}/events"}
 

@@ -2,6 +2,7 @@
 "use strict";
 (function () {
   const file = document.getElementById("import-file");
+  if (!file) return;  // a class's learner: import is off there, so the page has no button
   const status = document.getElementById("import-status");
   // a real, focusable button opens the (hidden) file chooser
   document.getElementById("import-btn").addEventListener("click", () => file.click());
