@@ -12,6 +12,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
+from test_learner_pages import NoGrader, _events  # noqa: E402  (the SSE parser and a grader that refuses)
 
 from alignlings.toy_ppo import ToyPPOConfig, run_toy_ppo  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
@@ -40,25 +41,11 @@ def test_cli_progress_json_plot_and_seed(tmp_path):
     assert bad.exit_code == 2 and "--iterations" in bad.output
 
 
-class NoGrader:
-    def check(self, *args, **kwargs):
-        raise AssertionError("nothing here grades")
-
-
 @pytest.fixture()
 def client(tmp_path):
     app = create_app(["dpo-grpo"], db_path=tmp_path / "p.sqlite3", grader=NoGrader(), warm_up=False)
     with TestClient(app) as c:
         yield c
-
-
-def _events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if "event" in fields:
-            out.append((fields["event"], json.loads(fields["data"])))
-    return out
 
 
 def test_toy_ppo_run_streams_the_capstone_metrics(client):

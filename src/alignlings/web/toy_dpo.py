@@ -13,7 +13,7 @@ starts at log 2), one curve per seed.
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from alignlings.web import toys
 
@@ -23,11 +23,8 @@ TARGET = 0.9
 """The toy-dpo exercise's goal: P("a") > 0.9 (packs/dpo-grpo/toy-dpo)."""
 
 
-class DPORunBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the policy is built.")
+class DPORunBody(toys.ToyRunBody):
     steps: int = Field(default=40, ge=1, le=200, description="Adam steps on the 9 pairs (the exercise: 40).")
-    delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each step, to watch it learn.")
 
 
 def _dpo_run(request: Request, run_id: str):
@@ -40,6 +37,9 @@ start_run, list_runs, get_run, run_events = (_routes[k] for k in ("start_run", "
 
 @router.get("/toy-dpo", include_in_schema=False)
 def toy_page(request: Request):
-    return toys.toy_page(request, "dpo", "toy_dpo.html", lambda t, lt: lt["nav_toy_dpo"],
-                         lambda t, lt: {"api": "/api/toy-dpo", "target": TARGET, "target_label": lt["toy_dpo_target"],
-                                        "done": lt["dpo_run_done"], "x_label": lt["step"], "count_key": "steps"})
+    return toys.toy_page(request, "dpo", lambda t, lt: {
+        "title": lt["nav_toy_dpo"], "intro": lt["toy_dpo_intro"], "count_label": lt["steps"],
+        "charts": [toys.chart("chart-p", t["p_target"], lt["dpo_chart_p_desc"]),
+                   toys.chart("chart-loss", t["loss"], lt["dpo_chart_loss_desc"])],
+        "toy": {"api": "/api/toy-dpo", "target": TARGET, "target_label": lt["toy_dpo_target"],
+                "done": lt["dpo_run_done"], "x_label": lt["step"], "count_key": "steps"}})

@@ -15,7 +15,7 @@ The routes and the page are the toy pages' shared ones (``alignlings.web.toys``)
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from alignlings.web import toys
 from alignlings.web.runs import Run, RunManager, _library  # noqa: F401 - re-exported
@@ -24,11 +24,8 @@ router = APIRouter()
 _sse = toys.sse
 
 
-class RunBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the policy is built.")
+class RunBody(toys.ToyRunBody):
     iterations: int = Field(default=40, ge=1, le=200, description="Sample-then-update rounds (exercise 6: 40).")
-    delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each iteration, to watch it learn.")
 
 
 _routes = toys.add_run_api(router, "grpo", RunBody, "iterations")
@@ -37,4 +34,7 @@ start_run, list_runs, get_run, run_events = (_routes[k] for k in ("start_run", "
 
 @router.get("/toy-grpo", include_in_schema=False)
 def toy_page(request: Request):
-    return toys.toy_page(request, "grpo", "toy_grpo.html", lambda t, lt: t["nav_toy"])
+    return toys.toy_page(request, "grpo", lambda t, lt: {
+        "title": t["nav_toy"], "intro": t["toy_intro"], "note": lt["toy_loss_note"], "count_label": t["iterations"],
+        "charts": [toys.chart("chart-p", t["p_target"], t["chart_p_desc"]),
+                   toys.chart("chart-loss", t["loss"], t["chart_loss_desc"])]})

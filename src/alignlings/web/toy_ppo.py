@@ -14,7 +14,7 @@ mean score against 0.9, and the two losses (policy solid, value dashed), one col
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from alignlings.web import toys
 
@@ -26,11 +26,8 @@ SCORE_TARGET = 0.9
 """The capstone's goal for the mean score of the last five batches."""
 
 
-class PPORunBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the models are built.")
+class PPORunBody(toys.ToyRunBody):
     iterations: int = Field(default=40, ge=1, le=200, description="Sample-then-update rounds (the capstone: 40).")
-    delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each iteration, to watch it learn.")
 
 
 _routes = toys.add_run_api(router, "ppo", PPORunBody, "iterations")
@@ -50,4 +47,10 @@ def _client(t: dict, lt: dict) -> dict:
 
 @router.get("/toy-ppo", include_in_schema=False)
 def toy_page(request: Request):
-    return toys.toy_page(request, "ppo", "toy_ppo.html", lambda t, lt: lt["nav_toy_ppo"], _client)
+    return toys.toy_page(request, "ppo", lambda t, lt: {
+        "title": lt["nav_toy_ppo"], "intro": lt["toy_ppo_intro"], "count_label": t["iterations"],
+        "links": [{"href": "/exercises/toy-ppo", "id": "toy-ppo-exercise", "text": lt["toy_ppo_exercise"]}],
+        "charts": [toys.chart("chart-p", lt["toy_ppo_p"], lt["ppo_chart_p_desc"]),
+                   toys.chart("chart-score", lt["toy_ppo_score"], lt["ppo_chart_score_desc"]),
+                   toys.chart("chart-loss", lt["toy_ppo_losses"], lt["ppo_chart_loss_desc"])],
+        "toy": _client(t, lt)})

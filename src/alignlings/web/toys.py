@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.web.checkqueue import client_key
 from alignlings.web.context import ctx, lang_of, render_page
@@ -93,14 +93,37 @@ def add_run_api(router: APIRouter, kind: str, body_model: type[BaseModel], count
     return {"start_run": start_run, "list_runs": list_runs, "get_run": get_run, "run_events": run_events}
 
 
-def toy_page(request: Request, kind: str, template: str, title: Callable[[dict, dict], str],
-             toy: Callable[[dict, dict], dict] | None = None):
-    """The toy page of ``kind``: ``title(ui, learner)`` its heading, ``toy(ui, learner)`` what
-    toy_grpo.js needs beyond the GRPO defaults (API, target, labels, charts)."""
+class ToyRunBody(BaseModel):
+    """What every toy run's start request has; a kind's body adds its count (iterations or steps)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the models are built.")
+    delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each step, to watch it learn.")
+
+
+LINKS = {"grpo": ("/toy-grpo", "toy_grpo_other"), "dpo": ("/toy-dpo", "toy_other"), "ppo": ("/toy-ppo", "toy_ppo_other")}
+"""Each toy page links to the others: (href, learner string); the first link's id is other-toy, the
+next ones' other-toy-KIND."""
+
+
+def chart(canvas: str, caption: str, desc: str) -> dict:
+    return {"id": canvas, "caption": caption, "desc": desc}
+
+
+def toy_page(request: Request, kind: str, page: Callable[[dict, dict], dict]):
+    """The toy page of ``kind`` (template toy.html). ``page(ui, learner)`` gives its ``title``,
+    ``intro``, ``count_label`` and ``charts`` (:func:`chart`), optionally a ``note``, more ``links``
+    and ``toy``: what toy_grpo.js needs beyond the GRPO defaults (API, target, labels, charts)."""
     lang = lang_of(request)
     ctx(request).toy_runs.prepare()
     t, lt = ui(lang), learner(lang)
+    spec = page(t, lt)
     client: dict[str, Any] = {"lang": lang, "t": t, "runs": [r.summary() for r in ctx(request).toy_runs.all(kind)]}
-    if toy is not None:
-        client["toy"] = toy(t, lt)
-    return render_page(request, template, nav="toy", title=title(t, lt), l=lt, client=client)
+    if spec.get("toy") is not None:
+        client["toy"] = spec["toy"]
+    others = [(k, href, key) for k, (href, key) in LINKS.items() if k != kind]
+    links = [{"href": href, "id": "other-toy" if i == 0 else f"other-toy-{k}", "text": lt[key]}
+             for i, (k, href, key) in enumerate(others)]
+    return render_page(request, "toy.html", nav="toy", title=spec["title"], l=lt, client=client,
+                       intro=spec["intro"], note=spec.get("note"), links=links + spec.get("links", []),
+                       count_label=spec["count_label"], charts=spec["charts"])
