@@ -141,7 +141,7 @@
       ctx.save(); if (dashed) ctx.setLineDash([5, 3]);
       ctx.strokeStyle = run.color; ctx.fillStyle = run.color; ctx.lineWidth = 2; ctx.beginPath();
       pts.forEach((p, i) => { if (i) ctx.lineTo(x(p.iteration), y(p[key])); else ctx.moveTo(x(p.iteration), y(p[key])); });
-      ctx.stroke(); ctx.restore();
+      ctx.stroke(); ctx.restore(); ctx.fillStyle = run.color;
       if (pts.length) { const q = pts[pts.length - 1]; ctx.beginPath(); ctx.arc(x(q.iteration), y(q[key]), 3, 0, 2 * Math.PI); ctx.fill(); }
       if (key === keys[0][0]) count += run.points.length;
     }
