@@ -61,15 +61,25 @@ def event_stream(request: Request, run: Run) -> StreamingResponse:
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def add_run_api(router: APIRouter, kind: str, body_model: type[BaseModel], count_field: str) -> dict[str, Callable]:
+class ToyRunBody(BaseModel):
+    """What every toy run's start request has; a kind's body adds its count (iterations or steps)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the models are built.")
+    delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each step, to watch it learn.")
+
+
+def add_run_api(router: APIRouter, kind: str, body_model: type[ToyRunBody], count_field: str) -> dict[str, Callable]:
     """The four run routes of ``kind`` on ``router``; the request body's ``count_field`` (iterations or
     steps) is the run's length. Returns the route functions by name (start_run, list_runs, get_run,
     run_events)."""
     api, tag, label = f"/api/toy-{kind}/runs", f"toy-{kind}", LABELS[kind]
 
     def start_run(request: Request, body: body_model) -> dict:  # type: ignore[valid-type]
-        count = getattr(body, count_field)
-        run = ctx(request).toy_runs.start(body.seed, count, body.delay_ms, owner=client_key(request), kind=kind)
+        request_body: ToyRunBody = body
+        count = getattr(request_body, count_field)
+        run = ctx(request).toy_runs.start(request_body.seed, count, request_body.delay_ms, owner=client_key(request),
+                                          kind=kind)
         return {"id": run.id, "seed": run.seed, "iterations": run.iterations, count_field: run.iterations,
                 "events": f"{api}/{run.id}/events"}
 
@@ -91,14 +101,6 @@ def add_run_api(router: APIRouter, kind: str, body_model: type[BaseModel], count
     router.add_api_route(api + "/{run_id}", get_run, methods=["GET"], tags=[tag])
     router.add_api_route(api + "/{run_id}/events", run_events, methods=["GET"], tags=[tag])
     return {"start_run": start_run, "list_runs": list_runs, "get_run": get_run, "run_events": run_events}
-
-
-class ToyRunBody(BaseModel):
-    """What every toy run's start request has; a kind's body adds its count (iterations or steps)."""
-
-    model_config = ConfigDict(extra="forbid")
-    seed: int = Field(default=0, ge=0, lt=2**31, description="torch.manual_seed before the models are built.")
-    delay_ms: int = Field(default=40, ge=0, le=1000, description="Pause after each step, to watch it learn.")
 
 
 LINKS = {"grpo": ("/toy-grpo", "toy_grpo_other"), "dpo": ("/toy-dpo", "toy_other"), "ppo": ("/toy-ppo", "toy_ppo_other")}
