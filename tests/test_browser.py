@@ -435,7 +435,7 @@ def test_drill_of_an_unsolved_exercise_warns_and_counts_as_seen(page):
 
 
 PAGES = ["/", "/quiz", "/exercises/dpo-loss", "/exercises/grpo-loss", "/exercises/toy-grpo", "/cloze/dpo-loss",
-         "/cloze/reward-model", "/toy-grpo", "/toy-dpo", "/review", "/progress",
+         "/cloze/reward-model", "/toy-grpo", "/toy-dpo", "/toy-ppo", "/review", "/progress",
          *[f"/exercises/{ex.id}" for ex in PACK if ex.id not in ("dpo-loss", "grpo-loss", "toy-grpo")]]
 SERIOUS = ("serious", "critical")
 

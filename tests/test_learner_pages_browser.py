@@ -369,6 +369,31 @@ def test_toy_dpo_page_runs_and_draws_live(make_page, server, lang, size):
     assert grpo.ok and pg.locator("#toy-loss-note").is_visible()
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_toy_ppo_page_draws_p_score_and_both_losses_live(make_page, server, lang):
+    """Issue 21 §5: /toy-ppo trains the capstone in the server; three charts grow as it learns."""
+    pg = make_page((1280, 800))
+    pg.goto(f"/toy-ppo?lang={lang}")
+    assert pg.locator("header nav a[aria-current=page]").get_attribute("href") == "/toy-grpo"
+    assert ("Toy PPO" if lang == "en" else "玩具 PPO") in pg.inner_text("h1")
+    assert pg.locator("#other-toy").get_attribute("href") == "/toy-grpo"
+    assert pg.locator("#toy-ppo-exercise").get_attribute("href") == "/exercises/toy-ppo"
+    pg.fill("#iterations", "12")
+    pg.click("#run-btn")
+    for canvas in ("chart-p", "chart-score", "chart-loss"):
+        pg.wait_for_function(f"Number(document.getElementById('{canvas}').dataset.points) >= 12", timeout=180_000)
+    pg.wait_for_function("!document.getElementById('run-btn').disabled", timeout=60_000)
+    assert pg.locator("#chart-p").get_attribute("data-target") == "0.75"
+    assert pg.locator("#chart-score").get_attribute("data-target") == "0.9"
+    assert pg.locator("#chart-loss").get_attribute("data-target") is None
+    done = pg.inner_text("#run-status")
+    assert ("12 iterations" in done and "0.0002 →" in done) if lang == "en" else ("12 轮" in done and "从 0.0002" in done), done
+    shot(pg, f"issue21-toy-ppo-{lang}")
+    pg.click("#toy-ppo-exercise")
+    pg.wait_for_url("**/exercises/toy-ppo*")
+    assert pg.locator("#toy-ppo-live").get_attribute("href") == "/toy-ppo"
+
+
 def test_a_check_that_waits_for_reference_values_says_so(make_page, server):
     pg = make_page((1280, 800))
     held = []

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from alignlings.losses.dpo import dpo_loss, dpo_metrics
+from alignlings.toy_common import TargetCurve, check_counts, check_seed_and_lr, run_seeded
 from alignlings.toy_grpo import BOS, TARGET, VOCAB_SIZE, build_toy_policy
 
 #: <bos> doubles as the end-of-sequence token that closes every completion
@@ -63,18 +64,14 @@ class ToyDPOConfig:
     """DPO's beta (default 0.1, TRL's ``DPOConfig.beta``)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"steps: expected an int >= 1, got {self.steps!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed: expected an int, got {self.seed!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr: expected a value > 0, got {self.lr!r}")
+        check_counts(self, "steps")
+        check_seed_and_lr(self)
         if not self.beta > 0:
             raise ValueError(f"beta: expected a value > 0, got {self.beta!r}")
 
 
 @dataclass
-class ToyDPOResult:
+class ToyDPOResult(TargetCurve):
     """What a run produced; ``to_dict()`` is JSON-ready."""
 
     config: ToyDPOConfig
@@ -90,14 +87,6 @@ class ToyDPOResult:
     @property
     def steps(self) -> int:
         return len(self.loss)
-
-    @property
-    def p_target_initial(self) -> float:
-        return self.p_target[0]
-
-    @property
-    def p_target_final(self) -> float:
-        return self.p_target[-1]
 
     def to_dict(self) -> dict:
         return {
@@ -191,14 +180,4 @@ def run_toy_dpo(
         A :class:`ToyDPOResult`. The same config gives the same curves (CPU, same torch version).
         torch's global RNG state and thread count are restored afterwards.
     """
-    if config is None:
-        config = ToyDPOConfig()
-    if not isinstance(config, ToyDPOConfig):
-        raise ValueError(f"config: expected a ToyDPOConfig, got {type(config).__name__}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(NUM_THREADS)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            return _train(config, callback)
-    finally:
-        torch.set_num_threads(threads)
+    return run_seeded(config, ToyDPOConfig, _train, callback, NUM_THREADS)

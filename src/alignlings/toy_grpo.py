@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from alignlings.losses.kl import kl_k3
+from alignlings.toy_common import TargetCurve, check_counts, check_seed_and_lr, run_seeded
 
 #: vocabulary: letters a..i are ids 0..8, <bos> is id 9
 VOCAB_SIZE = 10
@@ -69,14 +70,8 @@ class ToyGRPOConfig:
     """eps added to the group's std in the z-score (default 1e-8, exercise 6's; TRL uses 1e-4)."""
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "group_size", "inner_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed: expected an int, got {self.seed!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr: expected a value > 0, got {self.lr!r}")
+        check_counts(self, "iterations", "group_size", "inner_steps")
+        check_seed_and_lr(self)
         if not 0 <= self.clip < 1:
             raise ValueError(f"clip: expected a value in [0, 1), got {self.clip!r}")
         if not self.kl_coef >= 0:
@@ -86,7 +81,7 @@ class ToyGRPOConfig:
 
 
 @dataclass
-class ToyGRPOResult:
+class ToyGRPOResult(TargetCurve):
     """What a run produced; ``to_dict()`` is JSON-ready."""
 
     config: ToyGRPOConfig
@@ -103,14 +98,6 @@ class ToyGRPOResult:
     def iterations(self) -> int:
         return len(self.loss)
 
-    @property
-    def p_target_initial(self) -> float:
-        return self.p_target[0]
-
-    @property
-    def p_target_final(self) -> float:
-        return self.p_target[-1]
-
     def to_dict(self) -> dict:
         return {
             "p_target_initial": self.p_target_initial,
@@ -124,8 +111,9 @@ class ToyGRPOResult:
         }
 
 
-def toy_gpt2_config():
-    """Exercise 6's model: GPT2Config(vocab_size=10, n_positions=4, n_embd=16, n_layer=1, n_head=2).
+def toy_gpt2_config(n_positions: int = 4):
+    """Exercise 6's model: GPT2Config(vocab_size=10, n_positions=4, n_embd=16, n_layer=1, n_head=2);
+    ``n_positions`` longer for a longer response (toy PPO: 5).
 
     bos/eos are set to <bos> (id 9) only so that transformers does not warn about GPT-2's default
     id 50256 lying outside the 10-token vocabulary; nothing here generates with them.
@@ -133,7 +121,7 @@ def toy_gpt2_config():
     from transformers import GPT2Config
 
     return GPT2Config(
-        vocab_size=VOCAB_SIZE, n_positions=4, n_embd=16, n_layer=1, n_head=2, bos_token_id=BOS, eos_token_id=BOS
+        vocab_size=VOCAB_SIZE, n_positions=n_positions, n_embd=16, n_layer=1, n_head=2, bos_token_id=BOS, eos_token_id=BOS
     )
 
 
@@ -224,14 +212,4 @@ def run_toy_grpo(
         A :class:`ToyGRPOResult`. The same config gives the same curves (CPU, same torch version).
         torch's global RNG state and thread count are restored afterwards.
     """
-    if config is None:
-        config = ToyGRPOConfig()
-    if not isinstance(config, ToyGRPOConfig):
-        raise ValueError(f"config: expected a ToyGRPOConfig, got {type(config).__name__}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(NUM_THREADS)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            return _train(config, callback)
-    finally:
-        torch.set_num_threads(threads)
+    return run_seeded(config, ToyGRPOConfig, _train, callback, NUM_THREADS)

@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from alignlings.toy_common import TargetCurve, check_counts, check_seed_and_lr, run_seeded
+
 #: vocabulary: letters a..i are ids 0..8, <bos> (id 9) also ends a response
 VOCAB_SIZE = 10
 TARGET = 0  # "a"
@@ -77,14 +79,8 @@ class ToyPPOConfig:
     """Whiten the advantages over the batch's response tokens before the updates (default True, as TRL's PPO)."""
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "batch_size", "ppo_epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed: expected an int, got {self.seed!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr: expected a value > 0, got {self.lr!r}")
+        check_counts(self, "iterations", "batch_size", "ppo_epochs")
+        check_seed_and_lr(self)
         for name in ("clip_range", "clip_range_value", "vf_coef", "kl_coef"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}: expected a value >= 0, got {getattr(self, name)!r}")
@@ -94,7 +90,7 @@ class ToyPPOConfig:
 
 
 @dataclass
-class ToyPPOResult:
+class ToyPPOResult(TargetCurve):
     """What a run produced; ``to_dict()`` is JSON-ready."""
 
     config: ToyPPOConfig
@@ -114,14 +110,6 @@ class ToyPPOResult:
     @property
     def iterations(self) -> int:
         return len(self.score)
-
-    @property
-    def p_target_initial(self) -> float:
-        return self.p_target[0]
-
-    @property
-    def p_target_final(self) -> float:
-        return self.p_target[-1]
 
     @property
     def score_final(self) -> float:
@@ -202,10 +190,9 @@ def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: 
 def toy_gpt2_config():
     """GPT2Config(vocab_size=10, n_positions=5, n_embd=16, n_layer=1, n_head=2): toy GRPO's model with room
     for a 4-token response."""
-    from transformers import GPT2Config
+    from alignlings.toy_grpo import toy_gpt2_config as grpo_config
 
-    return GPT2Config(vocab_size=VOCAB_SIZE, n_positions=1 + RESPONSE_LENGTH, n_embd=16, n_layer=1, n_head=2,
-                      bos_token_id=BOS, eos_token_id=EOS)
+    return grpo_config(n_positions=1 + RESPONSE_LENGTH)
 
 
 class Critic(torch.nn.Module):
@@ -323,16 +310,4 @@ def run_toy_ppo(config: ToyPPOConfig | None = None,
         A :class:`ToyPPOResult`. The same config gives the same curves (CPU, same torch version).
         torch's global RNG state and thread count are restored afterwards.
     """
-    if config is None:
-        config = ToyPPOConfig()
-    if not isinstance(config, ToyPPOConfig):
-        raise ValueError(f"config: expected a ToyPPOConfig, got {type(config).__name__}")
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback: expected a callable or None, got {type(callback).__name__}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(NUM_THREADS)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            return _train(config, callback)
-    finally:
-        torch.set_num_threads(threads)
+    return run_seeded(config, ToyPPOConfig, _train, callback, NUM_THREADS)

@@ -14,7 +14,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-train_app = typer.Typer(help="Train with the reference library (toy GRPO, DPO, reward model, GRPO).",
+train_app = typer.Typer(help="Train with the reference library (toy GRPO, DPO, PPO, reward model, GRPO).",
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(train_app, name="train")
 
@@ -36,6 +36,7 @@ COMMANDS: list[tuple[typer.Typer, str | None, str]] = [
     (app, None, "start:start"),
     (train_app, "toy-grpo", "train_toy:toy_grpo"),
     (train_app, "toy-dpo", "train_toy_dpo:toy_dpo"),
+    (train_app, "toy-ppo", "train_toy_ppo:toy_ppo"),
     (train_app, "demo", "train_trainers:demo_command"),
     (app, None, "watch:watch"),
 ]

@@ -1,7 +1,9 @@
 """``alignlings train toy-grpo``: the exercise-6 toy GRPO run from the command line.
 
 A thin layer over :func:`alignlings.toy_grpo.run_toy_grpo`. torch, transformers and matplotlib are
-imported inside the command so that ``alignlings --help`` stays fast.
+imported inside the command so that ``alignlings --help`` stays fast. What the toy commands
+(``train toy-grpo``, ``toy-dpo``, ``toy-ppo``) share lives here once: the count check, the paused
+garbage collector, the two-panel plot and the progress bar with its summary line.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from typing import Optional
 import typer
 
 
-
-def _check_iterations(value: int) -> int:
+def check_count(value: int) -> int:
+    """typer callback: a count of iterations or steps, an int >= 1."""
     if value < 1:
         raise typer.BadParameter(f"expected an int >= 1, got {value}")
     return value
+
+
+_check_iterations = check_count
 
 
 @contextlib.contextmanager
@@ -39,7 +44,10 @@ def _gc_paused():
             gc.enable()
 
 
-def _save_plot(result, path: Path) -> None:
+def save_curves(path: Path, result, *, title: str, p_label: str, target: float, x_label: str,
+                lower: list[tuple[str, list[float]]], lower_label: str | None = None) -> None:
+    """A two-panel PNG: ``result.p_target`` (from 0) with the dashed ``target``, then the ``lower``
+    curves (label, one value per step from 1) against the step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,15 +55,19 @@ def _save_plot(result, path: Path) -> None:
 
     fig, (ax_p, ax_loss) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
     ax_p.plot(range(len(result.p_target)), result.p_target, marker=".", color="tab:blue")
-    ax_p.axhline(0.9, color="grey", linestyle=":", linewidth=1, label="0.9")
+    ax_p.axhline(target, color="grey", linestyle=":", linewidth=1, label=f"{target:g}")
     ax_p.set_ylim(0, 1.02)
-    ax_p.set_ylabel('P("a" | <bos>)')
-    ax_p.set_title(f"Toy GRPO (seed {result.config.seed}, G = {result.config.group_size})")
+    ax_p.set_ylabel(p_label)
+    ax_p.set_title(title)
     ax_p.legend(loc="lower right")
     ax_p.grid(alpha=0.3)
-    ax_loss.plot(range(1, len(result.loss) + 1), result.loss, marker=".", color="tab:red")
-    ax_loss.set_xlabel("iteration")
-    ax_loss.set_ylabel("loss  (-surrogate + beta*KL)")
+    for (label, values), color in zip(lower, ("tab:red", "tab:green", "tab:purple", "tab:orange")):
+        ax_loss.plot(range(1, len(values) + 1), values, marker=".", color=color, label=label)
+    ax_loss.set_xlabel(x_label)
+    if lower_label:
+        ax_loss.set_ylabel(lower_label)
+    if len(lower) > 1:
+        ax_loss.legend(loc="center right")
     ax_loss.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,10 +75,16 @@ def _save_plot(result, path: Path) -> None:
     plt.close(fig)
 
 
+def _save_plot(result, path: Path) -> None:
+    save_curves(path, result, title=f"Toy GRPO (seed {result.config.seed}, G = {result.config.group_size})",
+                p_label='P("a" | <bos>)', target=0.9, x_label="iteration",
+                lower=[("loss", result.loss)], lower_label="loss  (-surrogate + beta*KL)")
+
+
 def toy_grpo(
     seed: int = typer.Option(0, "--seed", help="torch.manual_seed before the policy is built."),
     iterations: int = typer.Option(
-        40, "--iterations", callback=_check_iterations, help="Sample-then-update rounds (>= 1)."
+        40, "--iterations", callback=check_count, help="Sample-then-update rounds (>= 1)."
     ),
     plot: Optional[Path] = typer.Option(
         None, "--plot", metavar="FILE.png", help="Save P(target) and loss against iteration to this PNG."
@@ -96,14 +114,23 @@ def _run(seed: int, iterations: int, plot: Optional[Path], json_output: bool) ->
 
 
 def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Optional[Path], json_output: bool,
-                      train, save_plot, *, loss_format: str = ".3f") -> None:
+                      train, save_plot, *, loss_format: str = ".3f", columns: Optional[str] = None,
+                      summary=None) -> None:
     """What the toy commands share: the slow import announced, a progress bar redrawn from the
-    training callback ``train(callback(step, p_target, loss))``, the plot, then JSON or one line."""
+    training callback ``train(callback(step, p_target, loss, **more))``, the plot, then JSON or one line.
+
+    ``columns`` formats the bar's numbers from ``p``, ``loss`` and the ``more`` fields (default:
+    P(a) and the loss in ``loss_format``); ``summary(result)`` is the closing line (default: P(a)
+    before and after)."""
     import json
+    import string
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if columns is None:
+        columns = "P(a) = {p:.3f}  loss = {loss:" + loss_format + "}"
+    names = [name for _, name, _, _ in string.Formatter().parse(columns) if name]
     err = Console(stderr=True)
     err.print("loading torch and transformers ...", style="dim")
     import transformers.models.gpt2.modeling_gpt2  # noqa: F401  (the slow import, before the bar starts)
@@ -112,7 +139,7 @@ def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Option
         TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("P(a) = {task.fields[p]:.3f}  loss = {task.fields[loss]:" + loss_format + "}"),
+        TextColumn(_fields_template(columns)),
         TimeElapsedColumn(),
         console=err,
         transient=json_output,
@@ -121,10 +148,10 @@ def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Option
         auto_refresh=False,
     )
     with progress:
-        task = progress.add_task("train", total=total, p=float("nan"), loss=float("nan"))
+        task = progress.add_task("train", total=total, **{name: float("nan") for name in names})
 
-        def on_step(step: int, p_target: float, loss: float) -> None:
-            progress.update(task, completed=step, p=p_target, loss=loss, refresh=True)
+        def on_step(step: int, p_target: float, loss: float, **more: float) -> None:
+            progress.update(task, completed=step, p=p_target, loss=loss, **more, refresh=True)
 
         result = train(on_step)
 
@@ -133,9 +160,19 @@ def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Option
     if json_output:
         typer.echo(json.dumps(result.to_dict()))
         return
-    typer.echo(
-        f"P(a): {result.p_target_initial:.3f} -> {result.p_target_final:.3f} after {len(result.loss)} {unit} "
-        f"({result.train_seconds:.2f} s of training, seed {seed})"
-    )
+    if summary is None:
+        typer.echo(
+            f"P(a): {result.p_target_initial:.3f} -> {result.p_target_final:.3f} after {len(result.loss)} {unit} "
+            f"({result.train_seconds:.2f} s of training, seed {seed})"
+        )
+    else:
+        typer.echo(summary(result))
     if plot is not None:
         typer.echo(f"plot: {plot}")
+
+
+def _fields_template(columns: str) -> str:
+    """``"P = {p:.3f}"`` -> ``"P = {task.fields[p]:.3f}"``: rich formats a column from the task's fields."""
+    import re
+
+    return re.sub(r"\{(\w+)", lambda m: "{task.fields[" + m.group(1) + "]", columns)

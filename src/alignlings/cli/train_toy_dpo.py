@@ -11,44 +11,21 @@ from typing import Optional
 
 import typer
 
-from alignlings.cli.train_toy import _gc_paused, run_with_progress
+from alignlings.cli.train_toy import _gc_paused, check_count, run_with_progress, save_curves
 
 
-def _check_steps(value: int) -> int:
-    if value < 1:
-        raise typer.BadParameter(f"expected an int >= 1, got {value}")
-    return value
+_check_steps = check_count
 
 
 def _save_plot(result, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_p, ax_loss) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True)
-    ax_p.plot(range(len(result.p_target)), result.p_target, marker=".", color="tab:blue")
-    ax_p.axhline(0.9, color="grey", linestyle=":", linewidth=1, label="0.9")
-    ax_p.set_ylim(0, 1.02)
-    ax_p.set_ylabel('P("a" | <bos>)')
-    ax_p.set_title(f"Toy DPO (seed {result.config.seed}, beta = {result.config.beta})")
-    ax_p.legend(loc="lower right")
-    ax_p.grid(alpha=0.3)
-    ax_loss.plot(range(1, len(result.loss) + 1), result.loss, marker=".", color="tab:red", label="DPO loss")
-    ax_loss.plot(range(1, len(result.margin) + 1), result.margin, marker=".", color="tab:green",
-                 label="rewards/margins")
-    ax_loss.set_xlabel("step")
-    ax_loss.legend(loc="center right")
-    ax_loss.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_curves(path, result, title=f"Toy DPO (seed {result.config.seed}, beta = {result.config.beta})",
+                p_label='P("a" | <bos>)', target=0.9, x_label="step",
+                lower=[("DPO loss", result.loss), ("rewards/margins", result.margin)])
 
 
 def toy_dpo(
     seed: int = typer.Option(0, "--seed", help="torch.manual_seed before the policy is built."),
-    steps: int = typer.Option(40, "--steps", callback=_check_steps, help="Adam steps on the 9 pairs (>= 1)."),
+    steps: int = typer.Option(40, "--steps", callback=check_count, help="Adam steps on the 9 pairs (>= 1)."),
     plot: Optional[Path] = typer.Option(
         None, "--plot", metavar="FILE.png", help="Save P(target), loss and reward margin against step to this PNG."
     ),

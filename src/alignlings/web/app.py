@@ -147,6 +147,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
 
     app.include_router(toy_dpo.router)
     app.include_router(references.router)
+    from alignlings.web import toy_ppo  # the toy PPO capstone's page (issue 21 §5)
+
+    app.include_router(toy_ppo.router)
     from alignlings.web import figures as figure_pages
 
     app.include_router(figure_pages.router)

@@ -1,10 +1,12 @@
-"""Toy training runs in the server (GRPO and DPO): start, queue, stream events, stop at shutdown.
+"""Toy training runs in the server (GRPO, DPO and PPO): start, queue, stream events, stop at shutdown.
 
-``RunManager`` trains :func:`alignlings.toy_grpo.run_toy_grpo` or
-:func:`alignlings.toy_dpo.run_toy_dpo` (the library's own code, never learner code) in a thread per
+``RunManager`` trains :func:`alignlings.toy_grpo.run_toy_grpo`, :func:`alignlings.toy_dpo.run_toy_dpo`
+or :func:`alignlings.toy_ppo.run_toy_ppo` (the library's own code, never learner code) in a thread per
 run, one at a time (torch's random generator is global to the process), and keeps each run's events
-for the page's server-sent event stream. A run's ``kind`` ("grpo" or "dpo") picks the trainer; for
-DPO, ``iterations`` counts optimizer steps.
+for the page's server-sent event stream. A run's ``kind`` ("grpo", "dpo" or "ppo") picks the trainer;
+for DPO, ``iterations`` counts optimizer steps. Every ``point`` event has ``iteration``, ``p_target``
+and ``loss`` (PPO: the policy loss), PPO's also its ``score``, ``kl``, ``clipfrac``, ``policy_loss``
+and ``value_loss``; PPO's ``done`` adds ``score_final``.
 
 Limits: ``max_runs`` runs training or waiting in the server, and ``max_per_owner`` of them per owner
 (a learner, ``ADDRESS#learner:ID``) and per remote address, so one learner, or one person under
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from alignlings.web.checkqueue import QueueFull, _address
 
 KEEP_FINISHED = 20
-KINDS = ("grpo", "dpo")
+KINDS = ("grpo", "dpo", "ppo")
 
 
 class _Stopped(Exception):
@@ -38,7 +40,7 @@ class Run:
     owner: str = ""
     status: str = "queued"  # queued, running, done, error
     events: list[dict] = field(default_factory=list)
-    kind: str = "grpo"  # which toy: "grpo" (alignlings.toy_grpo) or "dpo" (alignlings.toy_dpo)
+    kind: str = "grpo"  # which toy: "grpo", "dpo" or "ppo" (alignlings.toy_grpo, toy_dpo, toy_ppo)
 
     def summary(self) -> dict:
         points = [e["data"] for e in self.events if e["event"] == "point"]
@@ -110,24 +112,19 @@ class RunManager:
             try:
                 toy = _library(run.kind)
 
-                def callback(iteration: int, p_target: float, loss: float) -> None:
+                def callback(iteration: int, metrics: dict) -> None:
                     if self._stop.is_set():
                         raise _Stopped
-                    self._emit(run, "point", {"iteration": iteration, "p_target": p_target, "loss": loss})
+                    self._emit(run, "point", {"iteration": iteration, **metrics})
                     if run.delay_ms:
                         time.sleep(run.delay_ms / 1000)
 
-                if run.kind == "dpo":
-                    result = toy.run_toy_dpo(toy.ToyDPOConfig(seed=run.seed, steps=run.iterations), callback=callback)
-                    done = result.steps
-                else:
-                    result = toy.run_toy_grpo(toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations),
-                                              callback=callback)
-                    done = result.iterations
+                result, done = _train_toy(toy, run, callback)
                 run.status = "done"
                 self._emit(run, "done", {"seed": run.seed, "p_target_initial": result.p_target_initial,
                                          "p_target_final": result.p_target_final, "iterations": done,
-                                         "train_seconds": result.train_seconds})
+                                         "train_seconds": result.train_seconds,
+                                         **({"score_final": result.score_final} if run.kind == "ppo" else {})})
             except _Stopped:
                 run.status = "error"
                 self._emit(run, "failed", {"message": "stopped: the server is shutting down"})
@@ -159,8 +156,28 @@ class RunManager:
 _import_lock = threading.Lock()
 
 
+def _train_toy(toy, run: Run, callback) -> tuple:
+    """Train ``run`` with its kind's library module ``toy``, calling ``callback(iteration, metrics)``
+    (metrics with at least ``p_target`` and ``loss``); returns (result, iterations done)."""
+    if run.kind == "ppo":
+        def ppo_point(iteration: int, metrics: dict) -> None:
+            callback(iteration, {**metrics, "loss": metrics["policy_loss"]})
+
+        result = toy.run_toy_ppo(toy.ToyPPOConfig(seed=run.seed, iterations=run.iterations), callback=ppo_point)
+        return result, result.iterations
+
+    def point(iteration: int, p_target: float, loss: float) -> None:
+        callback(iteration, {"p_target": p_target, "loss": loss})
+
+    if run.kind == "dpo":
+        result = toy.run_toy_dpo(toy.ToyDPOConfig(seed=run.seed, steps=run.iterations), callback=point)
+        return result, result.steps
+    result = toy.run_toy_grpo(toy.ToyGRPOConfig(seed=run.seed, iterations=run.iterations), callback=point)
+    return result, result.iterations
+
+
 def _library(kind: str = "grpo"):
-    """``alignlings.toy_grpo`` (or ``toy_dpo`` for kind "dpo") with transformers' GPT-2 loaded
+    """``alignlings.toy_grpo`` (or ``toy_dpo``, ``toy_ppo`` for kind "dpo", "ppo") with transformers' GPT-2 loaded
     (torch is imported only here).
 
     One thread at a time: transformers' lazy module is not safe to import from two threads at once
@@ -174,4 +191,8 @@ def _library(kind: str = "grpo"):
             import alignlings.toy_dpo as toy_dpo
 
             return toy_dpo
+        if kind == "ppo":
+            import alignlings.toy_ppo as toy_ppo
+
+            return toy_ppo
         return toy

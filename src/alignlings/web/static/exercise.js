@@ -272,4 +272,14 @@
   // the first empty blank (else the first) gets the focus, without scrolling the statement away
   const first = inputs.find((x) => !x.value) || inputs[0];
   if (first) first.focus({ preventScroll: true });
+
+  // a statement wider than a phone (long inline formulas) scrolls sideways: then the keyboard can reach it
+  const statement = document.getElementById("statement");
+  function statementFocusable() {
+    if (!statement) return;
+    if (statement.scrollWidth > statement.clientWidth + 1) statement.setAttribute("tabindex", "0");
+    else statement.removeAttribute("tabindex");
+  }
+  statementFocusable();
+  window.addEventListener("resize", statementFocusable);
 })();

@@ -1,10 +1,9 @@
-/* Toy GRPO and toy DPO pages: start a run, stream its points (server-sent events) and draw every run
-   on <canvas>. CLIENT.toy (the DPO page) names its API, target line and labels; without it: GRPO. */
+/* Toy GRPO, DPO and PPO pages: start a run, stream its points (server-sent events) and draw every run
+   on <canvas>. CLIENT.toy (the DPO and PPO pages) names its API, target line, labels and, for PPO,
+   its charts ({canvas, keys: [[key, dashed]], range: [lo, hi] or null, target}); without it: GRPO. */
 "use strict";
 (function () {
   const COLORS = ["#2f6db5", "#d1495b", "#2e9e5b", "#e08e0b", "#7b4fb3", "#0f8b8d", "#8c564b", "#c2185b"];
-  const pCanvas = document.getElementById("chart-p");
-  const lossCanvas = document.getElementById("chart-loss");
   const status = document.getElementById("run-status");
   const legend = document.getElementById("legend");
   const seedInput = document.getElementById("seed");
@@ -14,7 +13,11 @@
   const TOY = CLIENT.toy || {};
   const API = TOY.api || "/api/toy-grpo";
   const TARGET = TOY.target || 0.70; // exercise 6: train until P("a") > 0.7 (toy-dpo: 0.9)
-  const runs = []; // {id, seed, iterations, color, points: [{iteration, p_target, loss}], result, status}
+  const CHARTS = TOY.charts || [
+    { canvas: "chart-p", keys: [["p_target", false]], range: [0, 1], target: TARGET },
+    { canvas: "chart-loss", keys: [["loss", false]], range: null },
+  ];
+  const runs = []; // {id, seed, iterations, color, points: [{iteration, p_target, loss, ...}], result, status}
 
   // Run stays disabled while a run trains or waits: one more would only queue behind it
   function busy() { return runs.some((r) => r.status === "queued" || r.status === "running"); }
@@ -65,8 +68,10 @@
   function doneText(run) {
     const r = run.result;
     if (!r || r.p_target_initial === undefined) return "";
-    return (TOY.done || T.run_done).replace("{seed}", run.seed).replace("{p0}", r.p_target_initial.toFixed(2))
-      .replace("{p1}", r.p_target_final.toFixed(2)).replace("{n}", r.iterations);
+    const digits = r.p_target_initial < 0.01 ? 4 : 2; // toy PPO's P("aaaa") starts near 0.0002
+    return (TOY.done || T.run_done).replace("{seed}", run.seed).replace("{p0}", r.p_target_initial.toFixed(digits))
+      .replace("{p1}", r.p_target_final.toFixed(2)).replace("{n}", r.iterations)
+      .replace("{score}", r.score_final === undefined ? "" : r.score_final.toFixed(2));
   }
 
   async function start() {
@@ -93,13 +98,14 @@
     return { ctx, w, h };
   }
 
-  function chart(canvas, key, fixedRange) {
+  function chart(spec) {
+    const canvas = document.getElementById(spec.canvas), keys = spec.keys, fixedRange = spec.range;
     const { ctx, w, h } = setup(canvas);
     const m = { l: 48, r: 12, t: 10, b: 30 };
     const maxIter = Math.max(10, ...runs.map((r) => r.iterations || 0), runs.length ? 0 : parseInt(itersInput.value || "0", 10) || 0);
-    let lo = 0, hi = 1;
+    let lo = fixedRange ? fixedRange[0] : 0, hi = fixedRange ? fixedRange[1] : 1;
     if (!fixedRange) {
-      const vals = runs.flatMap((r) => r.points.map((p) => p[key])).filter(Number.isFinite);
+      const vals = runs.flatMap((r) => r.points.flatMap((p) => keys.map(([key]) => p[key]))).filter(Number.isFinite);
       lo = vals.length ? Math.min(...vals) : -1; hi = vals.length ? Math.max(...vals) : 1;
       if (hi - lo < 1e-6) { hi += 0.5; lo -= 0.5; }
       const pad = (hi - lo) * 0.08; lo -= pad; hi += pad;
@@ -113,12 +119,13 @@
       ctx.beginPath(); ctx.moveTo(m.l, y(v)); ctx.lineTo(w - m.r, y(v)); ctx.stroke();
       ctx.textAlign = "right"; ctx.fillText(v.toFixed(t.digits), m.l - 6, y(v) + 4);
     }
-    if (key === "p_target") { // the exercise's target, dashed
+    if (spec.target !== undefined) { // the exercise's target, dashed
       ctx.save(); ctx.strokeStyle = "#a74d05"; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5;
-      ctx.beginPath(); ctx.moveTo(m.l, y(TARGET)); ctx.lineTo(w - m.r, y(TARGET)); ctx.stroke(); ctx.restore();
-      ctx.fillStyle = "#a74d05"; ctx.textAlign = "left"; ctx.fillText(TOY.target_label || T.toy_target, m.l + 6, y(TARGET) - 5);
+      ctx.beginPath(); ctx.moveTo(m.l, y(spec.target)); ctx.lineTo(w - m.r, y(spec.target)); ctx.stroke(); ctx.restore();
+      ctx.fillStyle = "#a74d05"; ctx.textAlign = "left";
+      ctx.fillText(spec.target_label || TOY.target_label || T.toy_target, m.l + 6, y(spec.target) - 5);
       ctx.fillStyle = "#5d6776";
-      canvas.dataset.target = String(TARGET);
+      canvas.dataset.target = String(spec.target);
     }
     const step = maxIter <= 50 ? 10 : maxIter <= 100 ? 20 : 50;
     ctx.textAlign = "center";
@@ -126,24 +133,24 @@
     ctx.fillText(TOY.x_label || T.iteration, (m.l + w - m.r) / 2, h - 3);
     ctx.strokeStyle = "#9aa5b1"; ctx.beginPath(); ctx.moveTo(m.l, m.t); ctx.lineTo(m.l, h - m.b); ctx.lineTo(w - m.r, h - m.b); ctx.stroke();
     let count = 0;
-    for (const run of runs) {
+    for (const run of runs) for (const [key, dashed] of keys) {
       const pts = run.points.slice().sort((a, b) => a.iteration - b.iteration);
       if (key === "p_target" && run.result && run.result.p_target_initial !== undefined) {
         pts.unshift({ iteration: 0, p_target: run.result.p_target_initial });
       }
+      ctx.save(); if (dashed) ctx.setLineDash([5, 3]);
       ctx.strokeStyle = run.color; ctx.fillStyle = run.color; ctx.lineWidth = 2; ctx.beginPath();
       pts.forEach((p, i) => { if (i) ctx.lineTo(x(p.iteration), y(p[key])); else ctx.moveTo(x(p.iteration), y(p[key])); });
-      ctx.stroke();
+      ctx.stroke(); ctx.restore(); ctx.fillStyle = run.color;
       if (pts.length) { const q = pts[pts.length - 1]; ctx.beginPath(); ctx.arc(x(q.iteration), y(q[key]), 3, 0, 2 * Math.PI); ctx.fill(); }
-      count += run.points.length;
+      if (key === keys[0][0]) count += run.points.length;
     }
     canvas.dataset.points = String(count);
     canvas.dataset.runs = String(runs.length);
   }
 
   function draw() {
-    chart(pCanvas, "p_target", true);
-    chart(lossCanvas, "loss", false);
+    CHARTS.forEach(chart);
     empty.hidden = runs.length > 0;
     legend.replaceChildren(...runs.map((r) => el("li", { "data-run": r.id },
       el("span", { class: "swatch", style: `background:${r.color}` }),
