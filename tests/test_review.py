@@ -65,10 +65,12 @@ KEYS = {"quiz": "quiz/bt-probability", "cloze": "cloze/dpo-loss/12",
 def test_ratings():
     assert rv.rate(False, kind="quiz", seconds=1) == rv.AGAIN
     assert rv.rate(True, kind="cloze", hinted=True, seconds=1) == rv.HARD
-    assert rv.rate(True, kind="quiz", seconds=5) == rv.EASY
+    # a right answer is Good however fast (issue 22: speed alone sent answers 44-217 days out);
+    # the learner says "too easy" afterwards (Review.rerate)
+    assert rv.rate(True, kind="quiz", seconds=1) == rv.GOOD
     assert rv.rate(True, kind="quiz", seconds=5, first_try=False) == rv.GOOD
-    assert rv.rate(True, kind="exercise", seconds=rv.FAST_SECONDS["exercise"] + 1) == rv.GOOD
-    assert rv.rate(True, kind="misconception") == rv.GOOD  # no timing: never Easy
+    assert rv.rate(True, kind="exercise", seconds=600) == rv.GOOD
+    assert rv.rate(True, kind="misconception") == rv.GOOD
     with pytest.raises(ValueError, match="kind"):
         rv.rate(True, kind="drill")
     with pytest.raises(ValueError, match="seconds"):
@@ -131,8 +133,8 @@ LAPSE = {"misconception": 3, "cloze": 2}  # these kinds get their n-th review (h
 
 
 def simulate(store: ProgressStore, pack, days: int = 60) -> tuple[rv.Review, dict[str, list[dict]]]:
-    """Every day at 10:00 UTC the learner reviews everything due: right, first try, quickly for quiz
-    items (Easy) and at an ordinary pace for the rest (Good), except the planned lapses."""
+    """Every day at 10:00 UTC the learner reviews everything due: right (Good), and says "too easy"
+    after each right quiz answer (re-rated Easy), except the planned lapses."""
     seed_history(store)
     clock = rv.FixedClock(T0 + timedelta(hours=1))
     review = rv.Review(store, pack, clock)
@@ -144,6 +146,8 @@ def simulate(store: ProgressStore, pack, days: int = 60) -> tuple[rv.Review, dic
             correct = LAPSE.get(kind) != seen[kind]
             seconds = 8.0 if kind == "quiz" else 90.0
             review.answer(due.item, rv.rate(correct, kind=kind, seconds=seconds), duration_ms=int(seconds * 1000))
+            if correct and kind == "quiz":
+                review.rerate(due.item, rv.EASY)
         clock.advance(days=1)
     return review, {kind: rv.schedule_row(review, review.find(key)) for kind, key in KEYS.items()}
 
