@@ -326,11 +326,20 @@ def test_cli_review_asks_due_items_and_reschedules(quiz_history):
     pack = load_pack()
     answers = {q.id: q.answer for q in pack.get("concepts").quiz}
     letters = "ABCD"
-    out = _cli(["review", "--lang", "en"], f"{letters[answers['dpo-key-idea']]}\n{letters[answers['bt-probability']]}\n")
+    # a right answer is rated good; then x (refused), Enter keeps good; after the second, e: too easy
+    out = _cli(["review", "--lang", "en"],
+               f"{letters[answers['dpo-key-idea']]}\nx\n\n{letters[answers['bt-probability']]}\ne\n")
     assert out.exit_code == 0, out.output
     assert "2 due today (2 items in review)" in out.output
     assert out.output.index("key idea of DPO") < out.output.index("Bradley-Terry model")  # the lapse is due first
-    assert out.output.splitlines().count("Right.") == 2 and "Rated easy" in out.output
+    assert out.output.splitlines().count("Right.") == 2
+    assert out.output.count("How was it? h = it was hard, e = too easy, Enter = keep good") == 3
+    assert "Please press h, e or Enter." in out.output
+    assert "Rated good" in out.output and "Rated easy" in out.output
+    with ProgressStore() as store:  # "too easy" re-rated the review just made: no review added
+        for key, rating in (("quiz/dpo-key-idea", rv.GOOD), ("quiz/bt-probability", rv.EASY)):
+            log = store.review_log(pack=PACK, item=key)
+            assert [r["source"] for r in log] == ["quiz", "review"] and log[-1]["rating"] == rating
     assert "Reviewed 2: 2 right." in out.output and "0 due today" in out.output
     again = _cli(["review", "--lang", "en"])
     assert again.exit_code == 0 and "Nothing to review today. Next item:" in again.output
