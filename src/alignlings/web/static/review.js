@@ -242,7 +242,7 @@
       el("span", { id: "review-rate-q", text: R.rate_question + " " }));
     rateButtons = {};
     for (const r of ["hard", "easy"]) {
-      const b = el("button", { type: "button", class: "subtle", "data-rating": r, "aria-pressed": "false",
+      const b = el("button", { type: "button", "data-rating": r, "aria-pressed": "false",
                                text: R["rate_" + r] });
       b.addEventListener("click", () => rerate(it, rating === r ? keep : r));
       rateButtons[r] = b;
