@@ -1,5 +1,6 @@
 """The Review page after a right answer (issue 22 §2): "That was hard" / "Too easy" in a real
-browser, keyboard only, in both languages; the same review is re-rated in the store."""
+browser, keyboard only, in both languages, on a phone-sized page (axe: nothing serious); the same
+review is re-rated in the store."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ WORDS = {"en": {"right": "Right.", "good": "good", "easy": "easy", "hard": "hard
                 "hard_btn": "That was hard", "easy_btn": "Too easy"},
          "zh": {"right": "答对了。", "good": "良好", "easy": "简单", "hard": "困难",
                 "hard_btn": "有点难", "easy_btn": "太简单"}}
+
+
+def axe_problems(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    result = Axe().run(page)
+    return [f"{v['id']} ({v['impact']}): {v['help']} {[n['target'] for n in v['nodes'][:3]]}"
+            for v in result.response["violations"] if v["impact"] in ("serious", "critical")]
 
 
 @pytest.mark.browser
@@ -87,6 +97,7 @@ def test_review_page_rates_a_right_answer_hard_or_easy_by_keyboard(tmp_path, mon
                                            ".getAttribute('aria-pressed') === 'true'")
                     assert w["hard"] in rated.inner_text()
                     assert easy_btn.get_attribute("aria-pressed") == "false"
+                    assert not axe_problems(page)
                     shots = Path("test-artifacts/screenshots")
                     shots.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=str(shots / f"review-rate-{lang}-390.png"), full_page=True)
