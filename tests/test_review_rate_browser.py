@@ -85,6 +85,13 @@ def test_review_page_rates_a_right_answer_hard_or_easy_by_keyboard(tmp_path, mon
                     page.wait_for_function("document.querySelector('.review-rate button[data-rating=easy]')"
                                            ".getAttribute('aria-pressed') === 'true'")
                     assert w["easy"] in rated.inner_text()
+                    page.keyboard.press("e")  # pressed again: taken back, good again
+                    page.wait_for_function("document.querySelector('.review-rate button[data-rating=easy]')"
+                                           ".getAttribute('aria-pressed') === 'false'")
+                    assert w["good"] in rated.inner_text()
+                    page.keyboard.press("e")
+                    page.wait_for_function("document.querySelector('.review-rate button[data-rating=easy]')"
+                                           ".getAttribute('aria-pressed') === 'true'")
                     page.keyboard.press("Enter")  # focus stayed on Next: Enter moves on
                 else:  # the buttons are reachable with Tab from Next
                     for _ in range(4):

@@ -199,7 +199,8 @@ def rate(correct: bool, *, kind: str, hinted: bool = False, seconds: float | Non
          first_try: bool = True) -> int:
     """The FSRS rating of one answer: Again if wrong, Hard after a hint, else Good. Speed does not
     make an answer Easy (a fast answer is not always an easy one): the learner says so afterwards
-    (:meth:`Review.rerate`). ``seconds`` and ``first_try`` are checked and kept for the log."""
+    (:meth:`Review.rerate`). ``seconds`` is still validated (callers log it as the review's
+    duration); ``first_try`` no longer changes the rating."""
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):

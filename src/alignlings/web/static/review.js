@@ -217,7 +217,7 @@
     }
     if (schedule) {
       out.push(el("p", { class: "dim review-rated", id: "review-rated", text: ratedText(schedule) }));
-      if (result.correct) out.push(rateGroup(it));
+      if (result.correct) out.push(rateGroup(it, schedule.rating));
     } else out.push(el("p", { class: "dim review-rated", text: R.not_saved }));  // the store could not be written
     feedback.replaceChildren(...out);
     if (res.data.counts) showCounts(res.data.counts);
@@ -233,18 +233,18 @@
   }
 
   /* after a right answer: "that was hard" / "too easy" re-rate the same review (pressed again: back
-     to as it was rated); H and E do the same from the keyboard, Enter still moves on */
+     to good); H and E do the same from the keyboard, Enter still moves on. ``given``: the rating
+     the answer got (good, or hard after a hint: that button starts pressed) */
   let rateButtons = null, rating = null;
-  function rateGroup(it) {
-    const keep = "good";
-    rating = keep;
+  function rateGroup(it, given) {
+    rating = given;
     const group = el("div", { class: "review-rate", role: "group", "aria-labelledby": "review-rate-q" },
       el("span", { id: "review-rate-q", text: R.rate_question + " " }));
     rateButtons = {};
     for (const r of ["hard", "easy"]) {
-      const b = el("button", { type: "button", "data-rating": r, "aria-pressed": "false",
+      const b = el("button", { type: "button", "data-rating": r, "aria-pressed": String(given === r),
                                text: R["rate_" + r] });
-      b.addEventListener("click", () => rerate(it, rating === r ? keep : r));
+      b.addEventListener("click", () => rerate(it, rating === r ? "good" : r));
       rateButtons[r] = b;
       group.append(b, " ");
     }
