@@ -194,13 +194,23 @@ def test_a_review_answer_is_rated_the_same_through_both(tmp_path, monkeypatch):
     shown = first_due(tmp_path / "cli" / pr.DB_NAME, clock)
     assert first_due(tmp_path / "web.sqlite3", clock).item == shown.item
     typed, given = right_answer(shown)
-    out = cli(tmp_path / "cli", "review", "--limit", "1", input=typed).output
+    # a right answer is rated good, however fast; the learner then says "too easy" (e / the button)
+    out = cli(tmp_path / "cli", "review", "--limit", "1", input=typed + "e\n").output
     assert "Rated easy" in out, out
     with web(tmp_path / "web.sqlite3") as c:
         r = ok(c.post("/api/review/answer", json={"item": shown.item, "pack": shown.pack, "answer": given,
                                                   "seconds": 1.0}))
-    assert r["result"]["correct"] and r["schedule"]["rating"] == "easy"
-    assert state(tmp_path / "cli" / pr.DB_NAME)["reviews"] == state(tmp_path / "web.sqlite3")["reviews"]
+        assert r["result"]["correct"] and r["schedule"]["rating"] == "good"
+        rated = ok(c.post("/api/review/rate", json={"item": shown.item, "pack": shown.pack, "rating": "easy"}))
+    assert rated["schedule"]["rating"] == "easy"
+    a, b = state(tmp_path / "cli" / pr.DB_NAME)["reviews"], state(tmp_path / "web.sqlite3")["reviews"]
+    assert a == b and (shown.item, rv.EASY, "review") in a
+    # the same log replayed gives the same due date, fuzz included (seeded per review)
+    due = []
+    for db in (tmp_path / "cli" / pr.DB_NAME, tmp_path / "web.sqlite3"):
+        with pr.ProgressStore(db) as store:
+            due.append(rv._utc(store.review_states(pack=shown.pack)[shown.item]["due"]))
+    assert due[0] == due[1] and rated["schedule"]["due"] == due[1].isoformat()
 
 
 def test_one_store_through_both_interfaces_continues_where_the_other_stopped(tmp_path):

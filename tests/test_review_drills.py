@@ -174,7 +174,7 @@ def test_bug_item_is_presented_and_rejects_bad_answers(tmp_path, course):
             rv.check(review, item, "   ", grader=object())
         with pytest.raises(ValueError, match="kind"):
             rv.rate(True, kind="drill")
-        assert rv.rate(True, kind="bug", seconds=100) == rv.EASY
+        assert rv.rate(True, kind="bug", seconds=100) == rv.GOOD  # quick is not easy (issue 22): the learner says so
 
 
 # -- grading a bug drill's re-test goes through the sandbox --------------------------------------------
@@ -249,8 +249,9 @@ def test_cli_reviews_a_bug_drill_and_a_bug_or_not_question(drill_due, lang):
     # items are asked in due order (all due the same instant: by key) -> bug/..., quiz/...:reason, quiz/...:verdict
     letters = "ABCDEFGH"
     keys = ("bug", "reason", "verdict")
-    answers = {"bug": f"?\nx\n{line}\n{FIXED_LINE}\n\n",
-               "reason": letters[quiz[f"{BON}:reason"].answer] + "\n",
+    # after a right answer Enter keeps its rating (h: hard, e: too easy)
+    answers = {"bug": f"?\nx\n{line}\n{FIXED_LINE}\n\n\n",
+               "reason": letters[quiz[f"{BON}:reason"].answer] + "\n\n",
                "verdict": letters[1 - quiz[f"{BON}:verdict"].answer] + "\n"}  # the verdict answered wrong
     out = _cli(["review", "--lang", lang, "--pack", "dpo-grpo", "--pack", DRILLS],
                "".join(answers[k] for k in keys))

@@ -111,3 +111,44 @@ def test_bad_requests_name_their_argument():
     with pytest.raises(UsageError, match="expected 0..") as choice:
         practice.quiz_answer(QUIZ, QUIZ.quiz[0], 99)
     assert choice.value.argument == "choice"
+
+
+def test_review_rate_re_rates_only_the_right_answer_just_given(tmp_path):
+    """A right answer is Good (Hard after a hint, Again when wrong); the learner may then call it
+    hard or too easy: the same review is re-rated (no row added) and the item re-scheduled."""
+    import uuid
+    from datetime import datetime, timedelta, timezone
+
+    from alignlings.practice import review as rv
+
+    t0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+    store = ProgressStore(tmp_path / "p.sqlite3")
+    questions = QUIZ.quiz[:3]
+    store.import_({"format": "alignlings-progress", "version": 2, "quiz_answers": [
+        {"uuid": str(uuid.uuid4()), "pack": QUIZ.pack, "question_id": q.id, "choice": q.answer, "correct": True,
+         "created_at": t0.isoformat()} for q in questions]})
+    practice = Practice(store, COURSE, clock=rv.FixedClock(t0 + timedelta(days=3)))
+    a, b, c = (f"quiz/{q.id}" for q in questions)
+    first = practice.review_answer(QUIZ.pack, a, questions[0].answer, seconds=0.5)
+    assert first.rating == "good"  # fast is not easy
+    easy = practice.review_rate(QUIZ.pack, a, "easy")
+    assert easy.recorded and easy.rating == "easy" and easy.schedule["interval_days"] > first.schedule["interval_days"]
+    log = store.review_log(pack=QUIZ.pack, item=a)
+    assert [(r["source"], r["rating"]) for r in log] == [("quiz", rv.GOOD), ("review", rv.EASY)]
+    hard = practice.review_rate(QUIZ.pack, a, "hard")
+    assert hard.schedule["interval_days"] < first.schedule["interval_days"]
+    assert len(store.review_log(pack=QUIZ.pack, item=a)) == 2
+    with pytest.raises(UsageError) as err:
+        practice.review_rate(QUIZ.pack, a, "again")
+    assert err.value.argument == "rating"
+    # after a hint the answer is Hard; another item answered since: the first is no longer "just answered"
+    assert practice.review_answer(QUIZ.pack, b, questions[1].answer, hinted=True).rating == "hard"
+    with pytest.raises(UsageError, match="just reviewed") as err:
+        practice.review_rate(QUIZ.pack, a, "easy")
+    assert err.value.argument == "item"
+    # a wrong answer is Again and stays Again
+    wrong = (questions[2].answer + 1) % len(questions[2].options)
+    assert practice.review_answer(QUIZ.pack, c, wrong).rating == "again"
+    with pytest.raises(UsageError, match="wrong"):
+        practice.review_rate(QUIZ.pack, c, "easy")
+    store.close()

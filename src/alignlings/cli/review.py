@@ -4,7 +4,9 @@ Quiz questions (and bug-or-not drills) are asked like `alignlings quiz`; code it
 cloze-style: a line's masked tokens, or one blank of an exercise (the one where a misconception was
 made, or its hardest), graded in the sandbox. A bug drill shows its buggy file again, numbered; the
 learner edits lines by number (or the whole file in $EDITOR) and the file is graded in the sandbox
-like the drill. Each answer becomes an FSRS rating (alignlings.practice.review.rate).
+like the drill. Each answer becomes an FSRS rating (alignlings.practice.review.rate): again when
+wrong, hard after a hint, else good; after a right answer, h says it was hard and e that it was too
+easy (the same review re-rated), Enter keeps it.
 """
 
 from __future__ import annotations
@@ -89,14 +91,35 @@ def review(
             if done.schedule is None:
                 saved(out, done, lang)
                 continue
-            days = done.schedule["interval_days"]
-            out.print(m("rated", lang, rating=m("rating_" + done.rating, lang),
+            schedule, rating = done.schedule, done.rating
+            if done.result["correct"]:
+                schedule, rating = _rerate(out, practice, shown, schedule, rating, lang)
+            days = schedule["interval_days"]
+            out.print(m("rated", lang, rating=m("rating_" + rating, lang),
                         days=m("one_day", lang) if round(days) == 1 else m("days", lang, n=f"{days:g}"),
-                        date=when_text(done.schedule["due"], lang)))
+                        date=when_text(schedule["due"], lang)))
         after = practice.review_counts()
     out.print(f"\n[bold]{m('done', lang, n=len(queue), right=right)}[/]")
     out.print(m("due", lang, n=after["due"], total=after["items"]) + " " +
               m("next", lang, when=when_text(after["next"], lang)))
+
+
+def _rerate(out, practice, shown, schedule: dict, rating: str, lang: str) -> tuple[dict, str]:
+    """After a right answer: h (it was hard) or e (too easy) re-rates that review, Enter keeps it."""
+    while True:
+        key = typer.prompt(m("how", lang, rating=m("rating_" + rating, lang)), default="",
+                           show_default=False).strip().lower()
+        if key in ("", "h", "e"):
+            break
+        out.print(m("how_bad", lang))
+    if not key:
+        return schedule, rating
+    with usage():
+        rated = practice.review_rate(shown.pack, shown.item, "hard" if key == "h" else "easy")
+    if rated.schedule is None:
+        saved(out, rated, lang)
+        return schedule, rating
+    return rated.schedule, rated.rating
 
 
 def ask(out, shown, lang: str) -> tuple[Any, bool]:

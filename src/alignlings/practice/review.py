@@ -23,10 +23,15 @@ tables, so nothing is counted twice. The scheduler is FSRS (Ye et al., "A Stocha
 Algorithm for Optimizing Spaced Repetition Scheduling", KDD 2022; FSRS-6 through the maintained
 ``fsrs`` package), with the package's default parameters and 90% desired retention, and day-sized
 steps: no intra-day learning steps (a new item answered once is scheduled in days), one relearning
-step of a day (a lapse comes back the next day), no fuzz (a schedule is reproducible).
+step of a day (a lapse comes back the next day), and the package's fuzz on: an interval of 3 days or
+more is moved by a few days at random (the package's fuzz ranges), so items learned together do not
+keep coming back together. The fuzz draws from a generator seeded per review with the item's key and
+the review's time (:func:`fuzz_seed`), so replaying the same log, in any interface or after an export
+and import, gives the same due dates.
 
-Ratings (:func:`rate`): wrong = Again, right after a hint = Hard, right = Good, right at the first
-try without a hint and within :data:`FAST_SECONDS` = Easy.
+Ratings (:func:`rate`): wrong = Again, right after a hint = Hard, right = Good; after a right answer
+the learner may say it was hard or too easy (:meth:`Review.rerate`: the same log entry re-rated Hard
+or Easy, the item re-scheduled).
 
 Mastery of a concept is the mean FSRS retrievability :data:`MASTERY_HORIZON_DAYS` (30) days from
 now of the items tagged with it that the learner has met: "will you still know it next month?" (right
@@ -39,8 +44,10 @@ Time comes from a :class:`Clock`, so tests run a learner over weeks with a :clas
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import random
 import re
 import threading
 import tomllib
@@ -61,8 +68,7 @@ if TYPE_CHECKING:
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
 KINDS = ("cloze", "misconception", "exercise", "quiz", "bug")
-# a right answer given within this many seconds (first try, no hint) is rated Easy
-FAST_SECONDS = {"quiz": 20.0, "cloze": 30.0, "misconception": 45.0, "exercise": 60.0, "bug": 120.0}
+RERATINGS = {"hard": HARD, "good": GOOD, "easy": EASY}  # what a right answer may be re-rated to
 MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
 MASTERY_HORIZON_DAYS = 30
@@ -121,17 +127,49 @@ def end_of_day(now: datetime) -> datetime:
 
 # -- the scheduler -------------------------------------------------------------------------------
 
+def _seeded_scheduler_class():
+    import fsrs
+    from fsrs.scheduler import FUZZ_RANGES
+
+    class SeededScheduler(fsrs.Scheduler):
+        """``fsrs.Scheduler`` whose fuzz draws from ``self.rng`` (a ``random.Random`` that
+        :func:`replay` seeds per review) instead of the process-wide generator: the package's
+        ranges and rounding, reproducible and thread-safe."""
+
+        rng: random.Random | None = None
+
+        def _get_fuzzed_interval(self, *, interval: timedelta) -> timedelta:
+            if self.rng is None:  # not inside replay(): the package's own draw
+                return super()._get_fuzzed_interval(interval=interval)
+            days = interval.days
+            if days < 2.5:  # as the package: no fuzz under 2.5 days
+                return interval
+            delta = 1.0
+            for r in FUZZ_RANGES:
+                delta += r["factor"] * max(min(float(days), r["end"]) - r["start"], 0.0)
+            hi = min(round(days + delta), self.maximum_interval)
+            lo = min(max(2, round(days - delta)), hi)
+            fuzzed = self.rng.random() * (hi - lo + 1) + lo
+            return timedelta(days=min(round(fuzzed), self.maximum_interval))
+
+    return SeededScheduler
+
+
 @lru_cache(maxsize=1)
 def scheduler():
-    """FSRS with day-sized steps (see the module docstring)."""
-    import fsrs
-
-    return fsrs.Scheduler(desired_retention=DESIRED_RETENTION, learning_steps=(),
-                          relearning_steps=(timedelta(days=1),), enable_fuzzing=False)
+    """FSRS with day-sized steps and fuzz (see the module docstring)."""
+    return _seeded_scheduler_class()(desired_retention=DESIRED_RETENTION, learning_steps=(),
+                                     relearning_steps=(timedelta(days=1),), enable_fuzzing=True)
 
 
 def _card_id(item: str) -> int:
     return zlib.crc32(item.encode()) + 1
+
+
+def fuzz_seed(item: str, reviewed_at: str | datetime) -> int:
+    """The seed of one review's fuzz: the item's key and the review's time (UTC, ISO 8601), so
+    every replay of the same log draws the same intervals, whatever the interface or store."""
+    return zlib.crc32(f"{item}\n{_utc(reviewed_at).isoformat()}".encode())
 
 
 def replay(logs: list[dict]) -> tuple[str, str]:
@@ -140,9 +178,10 @@ def replay(logs: list[dict]) -> tuple[str, str]:
 
     if not logs:
         raise ValueError("logs: expected at least one review")
-    sched = scheduler()
+    sched = copy.copy(scheduler())  # its own generator: replays in other threads draw their own
     card = fsrs.Card(card_id=_card_id(logs[0]["item"]), due=_utc(logs[0]["reviewed_at"]))
     for log in logs:
+        sched.rng = random.Random(fuzz_seed(str(log["item"]), log["reviewed_at"]))
         card, _ = sched.review_card(card, fsrs.Rating(int(log["rating"])),
                                     review_datetime=_utc(log["reviewed_at"]),
                                     review_duration=log.get("duration_ms"))
@@ -158,19 +197,17 @@ def retrievability(card_json: str, now: datetime) -> float:
 
 def rate(correct: bool, *, kind: str, hinted: bool = False, seconds: float | None = None,
          first_try: bool = True) -> int:
-    """The FSRS rating of one answer: Again if wrong, Hard after a hint, Easy when right at the
-    first try within ``FAST_SECONDS[kind]``, else Good."""
-    if kind not in FAST_SECONDS:
+    """The FSRS rating of one answer: Again if wrong, Hard after a hint, else Good. Speed does not
+    make an answer Easy (a fast answer is not always an easy one): the learner says so afterwards
+    (:meth:`Review.rerate`). ``seconds`` is still validated (callers log it as the review's
+    duration); ``first_try`` no longer changes the rating."""
+    if kind not in KINDS:
         raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
         raise ValueError(f"seconds: expected a non-negative number or None, got {seconds!r}")
     if not correct:
         return AGAIN
-    if hinted:
-        return HARD
-    if first_try and seconds is not None and seconds <= FAST_SECONDS[kind]:
-        return EASY
-    return GOOD
+    return HARD if hinted else GOOD
 
 
 # -- items from the pack's data ----------------------------------------------------------------
@@ -503,6 +540,29 @@ class Review:
         due = _utc(state["due"])
         return {"item": item.key, "rating": RATING_NAMES[rating], "due": due.isoformat(),
                 "interval_days": round((due - now).total_seconds() / 86400, 2)}
+
+    def rerate(self, item: Item, rating: int) -> dict:
+        """The learner says their right answer to ``item`` was hard (:data:`HARD`) or too easy
+        (:data:`EASY`), or takes that back (:data:`GOOD`): the rating of that same review (the
+        item's last log row, made here, the last review made here in its pack, and right) is
+        changed and the item re-scheduled; no review is added. Returns what :meth:`answer` returns.
+        Anything else is refused with a ``ValueError``."""
+        if rating not in (HARD, GOOD, EASY):
+            raise ValueError(f"rating: expected 2 (hard), 3 (good) or 4 (easy), got {rating!r}")
+        logs = self.store.review_log(pack=item.pack)
+        mine = [r for r in logs if r["item"] == item.key]
+        made_here = [r for r in logs if r["source"] == "review"]
+        last = mine[-1] if mine else None
+        if last is None or last["source"] != "review" or made_here[-1]["uuid"] != last["uuid"]:
+            raise ValueError(f"item: {item.pack}/{item.key} is not the item just reviewed")
+        if last["rating"] == AGAIN:
+            raise ValueError(f"item: the last answer to {item.pack}/{item.key} was wrong; only a right answer is re-rated")
+        if not self.store.rerate_review(last["uuid"], rating, replay, pack=item.pack):
+            raise ValueError(f"item: the review of {item.pack}/{item.key} is gone")
+        state = self.store.review_states(pack=item.pack)[item.key]
+        due, at = _utc(state["due"]), _utc(last["reviewed_at"])
+        return {"item": item.key, "rating": RATING_NAMES[rating], "due": due.isoformat(),
+                "interval_days": round((due - at).total_seconds() / 86400, 2)}
 
     # -- mastery --------------------------------------------------------------------------------
     def mastery(self, lang: str = "en") -> list[dict]:

@@ -15,8 +15,9 @@ write to the progress store or decide a rule themselves. The rules that live her
 - A quiz round starts with :meth:`Practice.quiz_start` (``alignlings quiz``, the page's "retake")
   and ends with an answer to the quiz's last question: its score is the latest answer to each
   question since the start, recorded as one attempt (passed when all are right).
-- A review answer is rated by :func:`alignlings.practice.review.rate` from the verdict, whether a
-  hint was shown and the seconds taken; only items the learner has met are served or accepted, and
+- A review answer is rated by :func:`alignlings.practice.review.rate` from the verdict and whether a
+  hint was shown (Again, Hard, else Good); the learner may then call a right answer hard or too easy
+  (:meth:`Practice.review_rate`), which re-rates that same review; only items the learner has met are served or accepted, and
   a wrong answer shows the reference fill (or a bug drill's fix) only once the exercise is solved
   or its solution was seen.
 - A store that cannot be written never hides a result: the failure is logged, the learner still
@@ -218,6 +219,15 @@ class ReviewAnswer(_Result):
     kind: str
     result: dict  # review.check(): correct, feedback, expected (None when withheld), ...
     rating: str  # again, hard, good, easy
+    schedule: dict | None  # the item's new due date (None when the store could not be written)
+    counts: dict | None
+    recorded: bool
+
+
+@dataclass
+class ReviewRated(_Result):
+    item: str
+    rating: str  # hard, good, easy
     schedule: dict | None  # the item's new due date (None when the store could not be written)
     counts: dict | None
     recorded: bool
@@ -615,6 +625,29 @@ class Practice:
             recorded = False
         return ReviewAnswer(item.key, item.kind, result, rv.RATING_NAMES[rating], schedule, counts, recorded)
 
+    def review_rate(self, pack_id: str, key: str, rating: str) -> ReviewRated:
+        """The learner says the right answer they just gave to ``key`` was hard (``"hard"``) or too
+        easy (``"easy"``), or keeps it as it was rated (``"good"``): that same review is re-rated and
+        the item re-scheduled (no review is added). Only the item just answered right, and only by
+        its last review here."""
+        from alignlings.practice import review as rv
+
+        if rating not in rv.RERATINGS:
+            raise UsageError("rating", f"expected one of {', '.join(rv.RERATINGS)}, got {rating!r}")
+        engine = self.review()
+        item = self.review_item(pack_id, key)
+        schedule = counts = None
+        try:
+            schedule = engine.rerate(item, rv.RERATINGS[rating])
+            counts = engine.counts()
+            recorded = True
+        except ValueError as exc:
+            raise UsageError("item", str(exc)) from None
+        except STORE_ERRORS:
+            log.exception("could not re-rate the review of %s", item.key)
+            recorded = False
+        return ReviewRated(item.key, rating, schedule, counts, recorded)
+
     def mastery(self, lang: str = "en") -> list[dict]:
         return self.review().mastery(lang)
 
@@ -712,5 +745,5 @@ class Practice:
 
 
 __all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer",
-           "ClozeDraw", "ClozeChecked", "Summary", "ExerciseProgress", "PackProgress", "ReviewQueue", "ReviewAnswer",
+           "ClozeDraw", "ClozeChecked", "Summary", "ExerciseProgress", "PackProgress", "ReviewQueue", "ReviewAnswer", "ReviewRated",
            "ClassReport", "status_of"]

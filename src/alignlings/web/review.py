@@ -3,13 +3,14 @@
 The engine is ``alignlings.practice.review`` (FSRS scheduling, items from the pack's data); code
 items are graded by the warm grader's sandbox through the grading queue, like the exercises.
 ``GET /api/review/queue`` never sends answers; ``POST /api/review/answer`` grades, rates and
-schedules one answer; ``GET /api/review/mastery`` feeds the progress page's chart.
+schedules one answer; ``POST /api/review/rate`` re-rates a right answer just given (hard or too
+easy); ``GET /api/review/mastery`` feeds the progress page's chart.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -113,6 +114,21 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     if result.get("story"):
         result["story_html"] = render.markdown(result["story"])
     return {"result": result, "schedule": done.schedule, "counts": done.counts, "recorded": done.recorded}
+
+
+class RateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(max_length=400, description="The item just answered right, e.g. quiz/bt-probability.")
+    pack: str = Field(max_length=200, description="The item's pack id.")
+    rating: Literal["hard", "good", "easy"] = Field(description="hard: it was hard; easy: too easy; good: as rated.")
+
+
+@router.post("/api/review/rate", tags=["review"])
+def rate(request: Request, body: RateBody) -> dict:
+    """After a right answer, the learner says it was hard or too easy: that same review is re-rated
+    and the item re-scheduled (no review is added); 422 for an item not just answered right."""
+    done = call(practice(request).review_rate, body.pack, body.item, body.rating)
+    return {"rating": done.rating, "schedule": done.schedule, "counts": done.counts, "recorded": done.recorded}
 
 
 @router.get("/api/review/mastery", tags=["review"])

@@ -631,6 +631,26 @@ class ProgressStore:
 
         return self._write(insert)
 
+    def rerate_review(self, uuid: str, rating: int, replay: Callable[[list[dict]], tuple[str, str]], *,
+                      pack: str = DEFAULT_PACK) -> bool:
+        """Change the rating of one review row (the learner said a right answer was hard or easy)
+        and refresh its item's state; False when no row of this learner has ``uuid``."""
+        pack = _pack(pack)
+        if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 4:
+            raise ValueError(f"rating: expected 1 (again) to 4 (easy), got {rating!r}")
+
+        def update(db):
+            row = db.execute("SELECT item FROM review_log WHERE learner = ? AND pack = ? AND uuid = ?",
+                             (self.learner, pack, uuid)).fetchone()
+            if row is None:
+                return False
+            db.execute("UPDATE review_log SET rating = ? WHERE learner = ? AND pack = ? AND uuid = ?",
+                       (rating, self.learner, pack, uuid))
+            _refresh_states(db, self.learner, pack, [row[0]], replay)
+            return True
+
+        return self._write(update)
+
     def refresh_review_states(self, replay: Callable[[list[dict]], tuple[str, str]], *,
                               pack: str = DEFAULT_PACK) -> int:
         """Recompute the states whose log has rows they do not fold in (after an import); returns how many."""

@@ -1,5 +1,5 @@
 /* Review page: today's due items one at a time, keyboard-first (Enter checks, Enter again moves on;
-   A-D answer a quiz question; a bug drill's file is edited in a textarea, Ctrl+Enter checks).
+   A-D answer a quiz question; after a right answer H says it was hard, E too easy; a bug drill's file is edited in a textarea, Ctrl+Enter checks).
    On the progress page: the mastery-by-concept chart. */
 "use strict";
 (function () {
@@ -98,7 +98,7 @@
   }
 
   function show(i) {
-    index = i; answered = false; hinted = false; choice = null;
+    index = i; answered = false; hinted = false; choice = null; rateButtons = null;
     feedback.replaceChildren();
     hintBox.hidden = true;
     nextBtn.hidden = true;
@@ -216,8 +216,8 @@
       }
     }
     if (schedule) {
-      const days = Math.max(0, Math.round(schedule.interval_days * 10) / 10);
-      out.push(el("p", { class: "dim review-rated", text: fill(L.rated || R.rated, { rating: R["rating_" + schedule.rating], days: daysText(days), date: day(schedule.due) }) }));
+      out.push(el("p", { class: "dim review-rated", id: "review-rated", text: ratedText(schedule) }));
+      if (result.correct) out.push(rateGroup(it, schedule.rating));
     } else out.push(el("p", { class: "dim review-rated", text: R.not_saved }));  // the store could not be written
     feedback.replaceChildren(...out);
     if (res.data.counts) showCounts(res.data.counts);
@@ -225,6 +225,44 @@
     hintBtn.hidden = true;
     nextBtn.hidden = false;
     nextBtn.focus();
+  }
+
+  function ratedText(schedule) {
+    const days = Math.max(0, Math.round(schedule.interval_days * 10) / 10);
+    return fill(L.rated || R.rated, { rating: R["rating_" + schedule.rating], days: daysText(days), date: day(schedule.due) });
+  }
+
+  /* after a right answer: "that was hard" / "too easy" re-rate the same review (pressed again: back
+     to good); H and E do the same from the keyboard, Enter still moves on. ``given``: the rating
+     the answer got (good, or hard after a hint: that button starts pressed) */
+  let rateButtons = null, rating = null;
+  function rateGroup(it, given) {
+    rating = given;
+    const group = el("div", { class: "review-rate", role: "group", "aria-labelledby": "review-rate-q" },
+      el("span", { id: "review-rate-q", text: R.rate_question + " " }));
+    rateButtons = {};
+    for (const r of ["hard", "easy"]) {
+      const b = el("button", { type: "button", "data-rating": r, "aria-pressed": String(given === r),
+                               text: R["rate_" + r] });
+      b.addEventListener("click", () => rerate(it, rating === r ? "good" : r));
+      rateButtons[r] = b;
+      group.append(b, " ");
+    }
+    group.append(el("p", { class: "dim keys", id: "review-rate-keys", text: R.rate_keys }));
+    return group;
+  }
+
+  async function rerate(it, r) {
+    const res = await api("POST", "/api/review/rate", { item: it.item, pack: it.pack, rating: r });
+    const rated = document.getElementById("review-rated");
+    if (!res.ok || !res.data.schedule) {
+      if (rated) rated.textContent = fill(R.rate_failed, { error: res.ok ? R.not_saved : errorText(res) });
+      return;
+    }
+    rating = r;
+    for (const [k, b] of Object.entries(rateButtons)) b.setAttribute("aria-pressed", String(k === r));
+    if (rated) rated.textContent = ratedText(res.data.schedule);
+    if (res.data.counts) showCounts(res.data.counts);
   }
 
   /* a unified diff, coloured line by line: the reference fix against the buggy file */
@@ -265,6 +303,9 @@
     if (it.form === "quiz" && !answered) {
       const j = "abcdefgh".indexOf(e.key.toLowerCase());
       if (j >= 0 && j < it.options_html.length && e.key.length === 1) { e.preventDefault(); choice = j; check(); }
+    } else if (answered && rateButtons && !/^(INPUT|TEXTAREA)$/.test(e.target.tagName)) {
+      const r = { h: "hard", e: "easy" }[e.key.toLowerCase()];
+      if (r && e.key.length === 1) { e.preventDefault(); rateButtons[r].click(); }
     }
   });
 
