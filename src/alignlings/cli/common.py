@@ -17,7 +17,7 @@ import typer
 from alignlings import i18n
 
 LangOption = Annotated[
-    str | None, typer.Option("--lang", help="Language of texts: en or zh (default: from the locale).",
+    str | None, typer.Option("--lang", help="Language of texts: en or zh (default: $ALIGNLINGS_LANG, else the locale).",
                              show_default=False)
 ]
 PackOption = Annotated[

@@ -101,7 +101,12 @@ def serve(
                                    "code (no Linux namespaces here); every page then says so. Without it, "
                                    "such a server refuses to start.")] = False,
 ) -> None:
-    """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress."""
+    """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress.
+
+    At start the server computes every exercise's reference values in the background
+    ($ALIGNLINGS_WARM_REFERENCES=0 turns that off). With --database-url one server opens at most
+    $ALIGNLINGS_DB_POOL_SIZE PostgreSQL connections (default 10).
+    """
     import socket
 
     import uvicorn
