@@ -46,6 +46,9 @@ USAGE_ERRORS = [  # (arguments, the argument the message must name)
     (["quiz", "dpo-loss"], "ID"),
     (["export", "--format", "pdf"], "--format"),
     (["list", "--lang", "fr"], "--lang"),  # the language then comes from the environment
+    (["serve", "--token", " "], "--token"),
+    (["serve", "--classroom", "--allow-import"], "--allow-import"),
+    (["serve", "--database-url", "sqlite:///x"], "--database-url"),
 ]
 
 
@@ -126,3 +129,17 @@ def test_notebook_messages_in_chinese():
         ours = [c.source for c in nb.cells[1:] if c.cell_type == "markdown"]
         assert ours and all(english_sentences(text) == [] for text in ours), ours
         assert not any("Run the test section" in text or "Answer interactively" in text for text in ours)
+
+
+@pytest.mark.parametrize("section", ["cli.errors", "cli.serve", "practice.notebook"])
+def test_every_string_of_these_sections_is_in_chinese(section):
+    """The sections this change made (the console lines of `serve` are printed only by a running
+    server): each key has a Chinese text, with the same placeholders and no English sentence."""
+    from alignlings import i18n
+
+    placeholders = re.compile(r"\{(\w+)[^}]*\}")
+    for key, texts in i18n.table(section).items():
+        assert "zh" in texts, f"{section}.{key} has no Chinese"
+        assert set(placeholders.findall(texts["zh"])) == set(placeholders.findall(texts["en"])), (section, key)
+        allowed = texts["zh"].replace("alignlings[classroom]", "")
+        assert english_sentences(allowed) == [], (section, key, texts["zh"])
