@@ -199,9 +199,12 @@ def test_cloze_refresh_draws_new_masks_and_the_counter_stays_right(page):
     first = _masked(page)
     seen = {tuple(first)}
     for _ in range(4):
-        with page.expect_response(lambda r: "/api/cloze/" in r.url):
+        with page.expect_response(lambda r: "/api/cloze/" in r.url) as drawn:
             page.click("#refresh-btn")
-        page.wait_for_timeout(50)  # the response is applied to the page right after it arrives
+        # wait until the page shows this draw's masks (the response is applied after it arrives)
+        page.wait_for_function("keys => JSON.stringify([...document.querySelectorAll('input.mask')]"
+                               ".map(e => e.dataset.key).sort()) === JSON.stringify([...keys].sort())",
+                               arg=drawn.value.json()["masked"])
         _counter_ok(page)
         seen.add(tuple(_masked(page)))
     assert len(seen) > 1, "refresh never changed the masks"
@@ -425,9 +428,14 @@ def test_drill_of_an_unsolved_exercise_warns_and_counts_as_seen(page):
     before = first.evaluate("e => e.offsetWidth")
     first.fill("a_rather_long_answer_here")
     assert first.evaluate("e => e.offsetWidth") > before  # grows as you type
-    first.fill("definitely_wrong")
+    # Not a plain identifier: the page's draw is random, and where it masks a name that nothing reads
+    # (grpo-loss has `bs, seq_len = pi_logprob.shape`), any identifier is a rename that behaves the
+    # same, so it is rightly accepted as "≡ seq_len". Two words never parse at a token's place: wrong
+    # at every position the draw can pick.
+    first.fill("definitely wrong")
     page.click("#cloze-check-btn")
     page.wait_for_selector("#cloze-score:not([hidden])")
+    assert "bad" in first.get_attribute("class")
     key = first.get_attribute("data-key")
     token = {p.key: p.token for p in cz.maskable_positions(cz.snippet_source(GRPO))}[key]
     right = page.locator(f'.right-token[data-key="{key}"]')

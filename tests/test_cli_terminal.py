@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import _thread
 import threading
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -74,13 +73,16 @@ def test_cloze_wraps_long_lines_instead_of_cutting_them(monkeypatch):
 
 # -- watch: a save during the first check --------------------------------------------------------
 class SlowGrader:
-    """The first check takes a while, and the learner saves the file meanwhile."""
+    """The learner saves the file while the first check runs: the check signals that it has read the
+    file (``checking``) and waits until the learner's thread has saved (``saved``); no sleeps, so the
+    save lands inside the check on every run. The second check is the learner's Ctrl+C."""
 
     codes: list[str] = []
+    checking = threading.Event()
+    saved = threading.Event()
 
     def __init__(self, pack, warm=False):
         self.pack = pack
-        self.file = None
 
     def __enter__(self):
         return self
@@ -91,11 +93,10 @@ class SlowGrader:
     def check(self, exercise_id, code=None, *, fills=None, lang="en", run_main=True, quick=False):
         SlowGrader.codes.append(code)
         if len(SlowGrader.codes) == 1:
-            time.sleep(0.3)
-            SlowGrader.file.write_text(code + "\n# saved during the first check\n", encoding="utf-8")
-            time.sleep(0.8)
+            SlowGrader.checking.set()
+            assert SlowGrader.saved.wait(60), "the learner's save never came"
         elif len(SlowGrader.codes) >= 2:
-            threading.Timer(0.2, _thread.interrupt_main).start()  # the learner presses Ctrl+C
+            raise KeyboardInterrupt  # the learner presses Ctrl+C during the re-check
         return {"exercise": exercise_id, "passed": False, "blanks": [], "cases": [], "error": None,
                 "isolation": "fake", "stdout": ""}
 
@@ -106,13 +107,23 @@ def test_watch_does_not_miss_a_save_during_the_first_check(tmp_path, monkeypatch
 
     f = tmp_path / "dpo_loss.py"
     f.write_text("x = 1\n", encoding="utf-8")
-    SlowGrader.codes, SlowGrader.file = [], f
+    SlowGrader.codes = []
+    SlowGrader.checking, SlowGrader.saved = threading.Event(), threading.Event()
     monkeypatch.setattr(grader_mod, "Grader", SlowGrader)
-    guard = threading.Timer(20, _thread.interrupt_main)  # without the fix it would wait forever
+
+    def learner():
+        if SlowGrader.checking.wait(60):
+            f.write_text("x = 1\n# saved during the first check\n", encoding="utf-8")  # another size: another version
+        SlowGrader.saved.set()
+
+    saver = threading.Thread(target=learner, daemon=True)
+    saver.start()
+    guard = threading.Timer(120, _thread.interrupt_main)  # a safety net only: without the fix watch waits forever
     guard.start()
     try:
         result = runner.invoke(app, ["watch", "dpo-loss", str(f), *(["--poll"] if poll else [])])
     finally:
         guard.cancel()
+        saver.join(60)
     assert len(SlowGrader.codes) >= 2, result.output
     assert "saved during the first check" in SlowGrader.codes[1]

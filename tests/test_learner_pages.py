@@ -190,16 +190,19 @@ def test_no_reference_warm_up_when_off(tmp_path, monkeypatch):
 
 def test_trusted_values_are_computed_once_when_a_check_and_the_warm_up_race(monkeypatch):
     import threading
-    import time
 
     from alignlings.practice.grader import Grader
 
     grader = Grader(warm=False)
     calls = []
+    asked, asking = [], threading.Condition()  # each thread notes that it calls grader.trusted
 
     def slow(exercise, variant, check, key):
         calls.append(exercise.id)
-        time.sleep(0.3)
+        # the computation lasts until all three threads have asked for the values (no fixed sleep):
+        # the other two must then wait for this one, not compute again
+        with asking:
+            assert asking.wait_for(lambda: len(asked) == 3, timeout=60), "a thread never asked for the values"
         return ("values", exercise.id)
 
     def remember(exercise, variant, check, key):  # like _compute_trusted: keep it in memory
@@ -211,7 +214,13 @@ def test_trusted_values_are_computed_once_when_a_check_and_the_warm_up_race(monk
     monkeypatch.setattr(grader, "_compute_trusted", remember)
     ex = grader.pack.get("dpo-loss")
     out = []
-    threads = [threading.Thread(target=lambda: out.append(grader.trusted(ex))) for _ in range(3)]
+    def ask():
+        with asking:
+            asked.append(1)
+            asking.notify_all()
+        out.append(grader.trusted(ex))
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:

@@ -451,8 +451,9 @@ def test_home_labels_title_once_and_cloze_check_within_reach_on_a_phone(make_pag
     btn.wait_for(state="visible")
     b, code = btn.bounding_box(), phone.locator("#cloze-code").bounding_box()
     assert b["y"] + b["height"] <= 844 and code["y"] < 844, (b, code)
+    before = phone.evaluate("window.scrollY")
     phone.mouse.wheel(0, 1500)  # scrolled into the code, Check stays in reach
-    phone.wait_for_timeout(300)
+    phone.wait_for_function("y => window.scrollY > y", arg=before)  # the scroll has happened (no fixed wait)
     b = btn.bounding_box()
     assert 0 <= b["y"] and b["y"] + b["height"] <= 844, b
     shot(phone, f"issue22-cloze-{lang}-390")

@@ -57,7 +57,7 @@ def test_check_names_the_wrong_blank(tmp_path):
     assert [b["passed"] for b in verdict["blanks"]] == [True, True, False, True]
     assert verdict["blanks"][2]["misconception"] == "margin-reversed"
     assert "chosen" in verdict["blanks"][2]["message"] and "偏好" in verdict["blanks"][2]["message"]
-    assert "blank 3" in repr(verdict)
+    assert "空 3" in repr(verdict)  # the check was in Chinese: so is its summary
 
 
 def test_check_rejects_bad_arguments(tmp_path):

@@ -74,6 +74,22 @@ def test_slowness_reads_the_load_and_is_bounded(monkeypatch):
     assert 1.0 <= gr.machine_load() <= 8.0
 
 
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _wait_until_spinning(procs, ticks: int = 30) -> None:
+    """Until every burner has spent ``ticks`` of CPU (0.3 s: beyond its start-up, so in its loop); a
+    condition, not a fixed sleep."""
+    deadline = time.monotonic() + 120
+    while not all(_cpu_ticks(p.pid) >= ticks for p in procs):
+        assert time.monotonic() < deadline, "the CPU burners never started spinning"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise_id", ["grpo-off-policy", "toy-dpo"])
 def test_reference_fills_pass_at_a_load_of_ten(exercise_id, tmp_path, monkeypatch):
@@ -81,7 +97,7 @@ def test_reference_fills_pass_at_a_load_of_ten(exercise_id, tmp_path, monkeypatc
     pack = load_pack("dpo-grpo")
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(10)]
     try:
-        time.sleep(3)  # the burners are running: the instantaneous load is about 10 on top of ours
+        _wait_until_spinning(burners)  # the instantaneous load is about 10 on top of ours
         with Grader(pack) as grader:  # the CLI's path: a fork server for this check alone
             ex = pack.get(exercise_id)
             verdict = grader.check(exercise_id, fills=[b.answer for b in grader.blanks(ex)])  # as `check` runs it

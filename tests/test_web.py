@@ -55,7 +55,7 @@ class FakeGrader:
     def check(self, exercise_id, code=None, *, fills=None, lang="en", run_main=True, quick=False):
         self.calls += 1
         if self.gate is not None:
-            self.gate.wait(10)
+            assert self.gate.wait(60), "the test never opened the gate"
         time.sleep(self.delay)
         if self.fail:
             raise RuntimeError("the fork server died")
@@ -459,9 +459,9 @@ def test_a_full_queue_answers_429_at_once(tmp_path):
         threads = [threading.Thread(target=post) for _ in range(2)]
         for t in threads:
             t.start()
-        deadline = time.time() + 10
-        while c.get("/api/health").json()["checks"]["running"] + \
-                c.get("/api/health").json()["checks"]["waiting"] < 2 and time.time() < deadline:
+        deadline = time.monotonic() + 60  # waits for a condition; the bound only turns a hang into a failure
+        while (checks := c.get("/api/health").json()["checks"])["running"] + checks["waiting"] < 2:
+            assert time.monotonic() < deadline, checks
             time.sleep(0.02)
         # the gate is still closed: a check that waited for a slot would never return, so a 429 here
         # is the proof that a full queue refuses at once (no wall-clock bound needed)

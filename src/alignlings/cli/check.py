@@ -8,19 +8,20 @@ from typing import Annotated, Any
 
 import typer
 
-from alignlings.cli.common import (LangOption, PackOption, console, exercise_file, get_exercise, load,
+from alignlings.cli.common import (LangOption, PackOption, UsageError, console, exercise_file, get_exercise, load,
                                    pack_args, resolve_lang, saved, store)
 
 
 def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
     path = file or exercise_file(exercise_id)
     if not path.is_file():
-        hint = "" if file else f" (run `alignlings start {exercise_id}{pack_hint}` first)"
-        raise typer.BadParameter(f"{path} does not exist{hint}", param_hint="FILE")
+        if file:
+            raise UsageError("file_missing", "FILE", path=path)
+        raise UsageError("file_missing_start", "FILE", path=path, id=exercise_id, pack=pack_hint)
     try:
         return path, path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise typer.BadParameter(f"{path} is not UTF-8 text", param_hint="FILE") from None
+        raise UsageError("not_utf8", "FILE", path=path) from None
 
 
 def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> Any:

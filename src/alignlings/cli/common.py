@@ -17,7 +17,7 @@ import typer
 from alignlings import i18n
 
 LangOption = Annotated[
-    str | None, typer.Option("--lang", help="Language of texts: en or zh (default: from the locale).",
+    str | None, typer.Option("--lang", help="Language of texts: en or zh (default: $ALIGNLINGS_LANG, else the locale).",
                              show_default=False)
 ]
 PackOption = Annotated[
@@ -35,6 +35,43 @@ _GLOBAL: contextvars.ContextVar[dict] = contextvars.ContextVar("alignlings_globa
 
 def set_global_options(**options) -> None:
     _GLOBAL.set({k: v for k, v in options.items() if v})
+    _LANG.set(None)
+
+
+# The language the running command resolved (resolve_lang sets it), for usage errors raised later.
+_LANG: contextvars.ContextVar[str | None] = contextvars.ContextVar("alignlings_lang", default=None)
+
+
+def _error_lang() -> str:
+    lang = _LANG.get()
+    if lang is None:
+        root = _root_option("lang")
+        lang = root if root in i18n.LANGS else _lang_from_environment()
+    return lang
+
+
+class UsageError(typer.BadParameter):
+    """A usage error in the learner's language (exit 2): names the argument and what was expected.
+
+    ``key`` is a string of locales [cli.errors]; click's own frame ("Usage:", "Try ... for help.",
+    "Error: Invalid value for ...") is translated too."""
+
+    def __init__(self, key: str, param_hint: str, lang: str | None = None, **kw) -> None:
+        self.lang = lang or _error_lang()
+        super().__init__(i18n.t(f"cli.errors.{key}", self.lang, **kw), param_hint=param_hint)
+
+    def format_message(self) -> str:
+        return i18n.t("cli.errors.invalid", self.lang, param=self.param_hint, message=self.message)
+
+    def show(self, file=None) -> None:
+        if file is None:
+            file = typer.get_text_stream("stderr")
+        if self.ctx is not None:
+            usage = i18n.t("cli.errors.usage", self.lang) + self.ctx.get_usage().removeprefix("Usage: ")
+            hint = i18n.t("cli.errors.try_help", self.lang, command=self.ctx.command_path)
+            typer.echo(f"{usage}\n{hint}\n", file=file, color=self.ctx.color)
+        typer.echo(i18n.t("cli.errors.error", self.lang, message=self.format_message()), file=file,
+                   color=self.ctx.color if self.ctx is not None else None)
 
 
 def _root_option(name: str):
@@ -59,9 +96,16 @@ def resolve_lang(lang: str | None) -> str:
     if lang is None:
         lang = _root_option("lang")
     if lang is not None:
-        if lang not in ("en", "zh"):
-            raise typer.BadParameter(f"expected 'en' or 'zh', got {lang!r}", param_hint="--lang")
+        if lang not in i18n.LANGS:
+            raise UsageError("lang", "--lang", lang=_lang_from_environment(), got=lang)
+        _LANG.set(lang)
         return lang
+    lang = _lang_from_environment()
+    _LANG.set(lang)
+    return lang
+
+
+def _lang_from_environment() -> str:
     for var in ("ALIGNLINGS_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(var)
         if value:
@@ -90,9 +134,21 @@ def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
     try:
         ex = pack.get(exercise_id)
     except PackError as exc:
-        raise typer.BadParameter(str(exc).removeprefix("exercise: "), param_hint="ID") from None
+        same = [e.key for e in pack if e.id == exercise_id]
+        if len(same) > 1:
+            raise UsageError("ambiguous_id", "ID", id=exercise_id, keys=", ".join(same)) from None
+        if "unknown id" not in str(exc):  # a pack problem of its own (a track no loaded pack has...)
+            raise typer.BadParameter(str(exc).removeprefix("exercise: "), param_hint="ID") from None
+        import difflib
+
+        lang = _error_lang()
+        close = difflib.get_close_matches(str(exercise_id), sorted({*pack.exercises, *(e.id for e in pack)}),
+                                          n=1, cutoff=0.6)
+        raise UsageError("unknown_id", "ID", lang=lang, id=exercise_id, ids=", ".join(pack.exercises),
+                         packs=pack.describe(), sep=os.pathsep,
+                         close=i18n.t("cli.errors.did_you_mean", lang, id=close[0]) if close else "") from None
     if code_only and not ex.is_code:
-        raise typer.BadParameter(f"{exercise_id!r} is the quiz: run `alignlings quiz`", param_hint="ID")
+        raise UsageError("quiz_not_code", "ID", id=exercise_id)
     return ex
 
 

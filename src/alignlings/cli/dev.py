@@ -7,7 +7,11 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, given_packs, load, resolve_lang
+from alignlings import i18n
+from alignlings.cli.common import (LangOption, PackOption, UsageError, console, get_exercise, given_packs, load,
+                                   resolve_lang)
+
+MSG = i18n.lang_table("cli.dev")  # strings: locales/{en,zh}.toml [cli.dev]
 
 dev_app = typer.Typer(help="Commands for pack authors and maintainers.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -96,10 +100,10 @@ def dev_new(
     from alignlings.practice import skeleton
 
     if kind not in skeleton.KINDS:
-        raise typer.BadParameter(f"expected one of {', '.join(skeleton.KINDS)}, got {kind!r}", param_hint="--kind")
+        raise UsageError("kind", "--kind", kinds=", ".join(skeleton.KINDS), got=kind)
     folders = given_packs(pack)
     if len(folders) != 1:
-        raise typer.BadParameter("expected one pack folder to add the exercise to", param_hint="--pack")
+        raise UsageError("one_pack", "--pack", got=len(folders))
     try:
         written = skeleton.write(Path(folders[0]), exercise_id, kind)
     except ValueError as exc:
@@ -129,31 +133,34 @@ def dev_preview(
     p = load(pack)
     ex = get_exercise(p, exercise_id, code_only=True)
     out = console()
-    out.rule(f"template ({lang})")
+    say = MSG[lang]
+    out.rule(say["template"].format(lang=lang))
     print_code(out, template_for(ex, lang))  # whole lines when piped (no 80-column cut)
     source = ex.solution_source
     blanks = bl.find_blanks(source)
     if not ex.misconceptions:
-        out.print("no misconceptions")
+        out.print(say["none"])
         return
-    out.rule("misconceptions")
+    out.rule(say["misconceptions"])
     with Grader(p, warm=len(ex.misconceptions) > 1) as grader:
         for m in ex.misconceptions:
             b = next((b for b in blanks if b.index == m.blank), None)
             if b is None:
-                out.print(f"[red]✗[/] {escape(m.id)}: blank {m.blank} is not a blank 1..{len(blanks)}")
+                out.print(f"[red]✗[/] {escape(m.id)}: " + escape(say["no_blank"].format(n=m.blank, total=len(blanks))))
                 continue
             spliced = bl.splice(source, blanks, m.blank, m.fill).splitlines()[b.line - 1].strip()
             fills = [m.fill if x.index == m.blank else x.answer for x in blanks]
             v = grader.check(ex.key, fills=fills, lang=lang, run_main=False)
             entry = next((x for x in v["blanks"] if x["index"] == m.blank), None) or {}
             if v["passed"]:
-                verdict = "[red]accepted[/] (the grader cannot tell it from the reference)"
+                verdict = f"[red]{escape(say['accepted'])}[/] {escape(say['accepted_why'])}"
             elif entry.get("misconception") == m.id:
-                verdict = "[green]rejected with its feedback[/]"
+                verdict = f"[green]{escape(say['rejected'])}[/]"
             else:
-                verdict = f"[yellow]rejected without its feedback[/]: {escape(str(entry.get('misconception') or entry.get('message')))}"
-            out.print(f"[bold]{escape(m.id)}[/] (blank {m.blank}, {escape(b.name)}): [dim]{escape(spliced)}[/]")
+                verdict = (f"[yellow]{escape(say['rejected_other'])}[/]: "
+                           f"{escape(str(entry.get('misconception') or entry.get('message')))}")
+            where = say["where"].format(n=m.blank, name=b.name)
+            out.print(f"[bold]{escape(m.id)}[/] {escape(where)}: [dim]{escape(spliced)}[/]")
             out.print(f"    {verdict}")
             if entry.get("message"):
                 out.print(f"    {escape(entry['message'])}")

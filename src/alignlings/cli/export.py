@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang
+from alignlings.cli.common import LangOption, PackOption, UsageError, console, load, resolve_lang
 
 
 def export(
@@ -25,9 +25,9 @@ def export(
     from alignlings.practice.notebook import exercise_notebook
     from alignlings.practice.pack import default_pack_paths
 
-    if fmt != "ipynb":
-        raise typer.BadParameter(f"expected 'ipynb', got {fmt!r}", param_hint="--format")
     lang = resolve_lang(lang)
+    if fmt != "ipynb":
+        raise UsageError("format", "--format", lang=lang, got=fmt)
     p = load(pack)
     # the check cells name the packs as absolute folders (built-in ones by name): a notebook runs
     # from its own folder, often without $ALIGNLINGS_PACK

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, saved, session
+from alignlings.cli.common import (LangOption, PackOption, UsageError, console, get_exercise, load, resolve_lang,
+                                   saved, session)
 
 MSG = i18n.table("cli.quiz")  # strings: locales/{en,zh}.toml [cli.quiz]
 LETTERS = "ABCDEFGH"
@@ -17,7 +18,7 @@ def quiz_exercise(pack):
     for ex in pack:
         if ex.kind == "quiz":
             return ex
-    raise typer.BadParameter("this pack has no quiz", param_hint="--pack")
+    raise UsageError("no_quiz", "--pack")
 
 
 def quiz(
@@ -32,7 +33,7 @@ def quiz(
     p = load(pack)
     ex = get_exercise(p, exercise_id) if exercise_id else quiz_exercise(p)
     if not ex.is_quiz:
-        raise typer.BadParameter(f"{ex.key!r} is not a quiz", param_hint="ID")
+        raise UsageError("not_quiz", "ID", lang=lang, id=ex.key)
     out, practice = console(), session(p)
     practice.quiz_start(ex)  # a round: every question once; the last answer closes it
     result = None

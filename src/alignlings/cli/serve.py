@@ -24,7 +24,10 @@ from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import PackOption, given_packs
+from alignlings import i18n
+from alignlings.cli.common import LangOption, PackOption, UsageError, given_packs, resolve_lang
+
+MSG = i18n.lang_table("cli.serve")  # strings: locales/{en,zh}.toml [cli.serve]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -49,7 +52,7 @@ def _lan_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-def _check_isolation(*, shared: bool, allow_unisolated: bool) -> bool:
+def _check_isolation(*, shared: bool, allow_unisolated: bool, lang: str = "en") -> bool:
     """Whether this server will grade without isolation (True: say so on every page). A class or a
     server others can reach refuses to start unless ``--allow-unisolated``; on loopback, a warning."""
     from alignlings.practice import sandbox
@@ -57,15 +60,12 @@ def _check_isolation(*, shared: bool, allow_unisolated: bool) -> bool:
     isolated, how = sandbox.warm_isolation()
     if isolated:
         if allow_unisolated:
-            typer.echo("--allow-unisolated: not needed here, grading is isolated.")
+            typer.echo(MSG[lang]["isolated_anyway"])
         return False
     if shared and not allow_unisolated:
-        typer.echo(f"Refusing to serve: learner code would be graded without isolation here: {how}.\n"
-                   f"What is missing: {sandbox.MISSING_ISOLATION}.\n"
-                   "To serve anyway, pass --allow-unisolated (every page then says that grading is not "
-                   "isolated).", err=True)
+        typer.echo(MSG[lang]["refuse"].format(how=how, missing=sandbox.MISSING_ISOLATION), err=True)
         raise typer.Exit(2)
-    typer.echo(f"Warning: learner code is graded without isolation here: {how}.", err=True)
+    typer.echo(MSG[lang]["unisolated"].format(how=how), err=True)
     return allow_unisolated
 
 
@@ -100,8 +100,14 @@ def serve(
         "--allow-unisolated", help="Serve a class or a shared server even where grading cannot isolate learner "
                                    "code (no Linux namespaces here); every page then says so. Without it, "
                                    "such a server refuses to start.")] = False,
+    lang: LangOption = None,
 ) -> None:
-    """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress."""
+    """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress.
+
+    At start the server computes every exercise's reference values in the background
+    ($ALIGNLINGS_WARM_REFERENCES=0 turns that off). With --database-url one server opens at most
+    $ALIGNLINGS_DB_POOL_SIZE PostgreSQL connections (default 10).
+    """
     import socket
 
     import uvicorn
@@ -109,26 +115,26 @@ def serve(
     from alignlings.practice.pack import PackError, default_pack_paths
     from alignlings.web.app import create_app
 
+    lang = resolve_lang(lang)  # of these console lines; each page has its own
     if token is not None and not token.strip():
-        raise typer.BadParameter("expected a non-empty token", param_hint="--token")
+        raise UsageError("token_empty", "--token", lang=lang)
     if (classroom or host not in LOOPBACK) and token is None:
         token = secrets.token_urlsafe(18)
     if class_code is not None and not class_code.strip():
-        raise typer.BadParameter("expected a non-empty class code", param_hint="--class-code")
+        raise UsageError("class_code_empty", "--class-code", lang=lang)
     if classroom and allow_import:
-        raise typer.BadParameter("a classroom never imports progress", param_hint="--allow-import")
+        raise UsageError("classroom_import", "--allow-import", lang=lang)
     if database_url is not None:
         from alignlings.practice.progress import is_database_url
 
         if not is_database_url(database_url):
-            raise typer.BadParameter(f"expected postgresql://user:password@host/database, got {database_url[:40]!r}",
-                                     param_hint="--database-url")
+            raise UsageError("database_url", "--database-url", lang=lang, got=database_url[:40])
         try:
             import psycopg  # noqa: F401
         except ImportError:
-            raise typer.BadParameter("PostgreSQL needs psycopg: pip install 'alignlings[classroom]'",
-                                     param_hint="--database-url") from None
-    unisolated = _check_isolation(shared=classroom or host not in LOOPBACK, allow_unisolated=allow_unisolated)
+            raise UsageError("psycopg", "--database-url", lang=lang) from None
+    unisolated = _check_isolation(shared=classroom or host not in LOOPBACK, allow_unisolated=allow_unisolated,
+                                  lang=lang)
     try:
         # without a token, only loopback names are accepted in the Host header (no DNS rebinding)
         packs = [str(p) for p in given_packs(pack)] or default_pack_paths()  # --pack before or after `serve`
@@ -147,24 +153,23 @@ def serve(
     try:
         sock.bind((host, port))
     except OSError as exc:
-        raise typer.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror}", param_hint="--port") from None
+        raise UsageError("listen", "--port", lang=lang, host=host, port=port, why=exc.strerror) from None
     port = sock.getsockname()[1]
     url = _url(host, port, None if classroom else token)
-    typer.echo(f"alignlings is serving at {url}")
+    say = MSG[lang]
+    typer.echo(say["serving"].format(url=url))
     if classroom:
         base = url.rstrip("/")
-        typer.echo(f"Class code: {web.state.class_code}   (learners join at {base}/join)")
-        typer.echo(f"Teacher page: {base}/teacher?token={token}")
+        typer.echo(say["class_code"].format(code=web.state.class_code, base=base))
+        typer.echo(say["teacher"].format(url=f"{base}/teacher?token={token}"))
     if host not in LOOPBACK:
         lan = _lan_address() if host in ("0.0.0.0", "::", "") else None
         if lan:
-            typer.echo(f"On this network: {_url(lan, port, None if classroom else token)}"
-                       + ("join  (with the class code)" if classroom else ""))
-        typer.echo("Anyone on this network with the class code can join this class." if classroom else
-                   "Anyone on this network with the URL above (token included) can use this server.")
+            typer.echo(say["lan_join" if classroom else "lan"].format(url=_url(lan, port, None if classroom else token)))
+        typer.echo(say["anyone_class" if classroom else "anyone_url"])
     if token is not None and not allow_import and not classroom:
-        typer.echo("Progress import is off on this shared server (--allow-import turns it on).")
-    typer.echo("Press Ctrl+C to stop.")
+        typer.echo(say["import_off"])
+    typer.echo(say["stop"])
     if not no_browser:
         import webbrowser
 

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
+from alignlings.cli.common import (LangOption, PackOption, UsageError, console, get_exercise, load,
+                                   resolve_lang)
 
 
 def _group(node, l2tobj) -> str:
@@ -127,7 +128,7 @@ def show(
     ex = get_exercise(loaded, exercise_id)
     if code:
         if not ex.is_code:
-            raise typer.BadParameter(f"{exercise_id!r} is the quiz and has no code", param_hint="--code")
+            raise UsageError("no_code", "--code", lang=lang, id=exercise_id)
         typer.echo(template_for(ex, lang), nl=False)
         return
     from rich.markdown import Markdown

@@ -224,7 +224,7 @@ def render_verdict(verdict: dict, lang: str, console) -> None:
     for line in verdict_lines(verdict, lang):
         console.print(escape(line))
     if info.get("story"):
-        console.print(Panel(Markdown(info["story"]), title="The real bug" if lang == "en" else "真实的 bug",
+        console.print(Panel(Markdown(info["story"]), title=msg("story_title", lang),
                             expand=False))
 
 

@@ -14,28 +14,37 @@ import textwrap
 from typing import Any
 
 
+def _msg(key: str, lang: str, **kw) -> str:
+    from alignlings import i18n
+
+    return i18n.t(f"practice.notebook.{key}", lang, **kw)  # strings: locales [practice.notebook]
+
+
 class Verdict(dict):
-    """The verdict dict, shown as a compact report in Jupyter."""
+    """The verdict dict, shown as a compact report in Jupyter (in ``lang``, the check's language)."""
+
+    lang = "en"
 
     def _repr_html_(self) -> str:
-        ok = self["passed"]
+        ok, lang = self["passed"], self.lang
         rows = []
         for b in self["blanks"]:
             mark = {True: "✓", False: "✗", None: "?"}[b["passed"]]
             colour = {True: "#1a7f37", False: "#cf222e", None: "#9a6700"}[b["passed"]]
             msg = "" if b["passed"] else html.escape(b["message"] or "")
-            rows.append(f"<tr><td style='color:{colour}'>{mark}</td><td>blank {b['index']} "
+            rows.append(f"<tr><td style='color:{colour}'>{mark}</td><td>{_msg('blank', lang, n=b['index'])} "
                         f"(<code>{html.escape(b['name'])}</code>)</td><td>{msg}</td></tr>")
         cases = "".join(f"<li>{'✓' if c['passed'] else '✗'} [{c['kind']}] {html.escape(c['name'])}"
                         f"{'' if c['passed'] else ': ' + html.escape(c['message'])}</li>" for c in self["cases"])
         err = self.get("error")
         err_html = f"<pre style='color:#cf222e'>{html.escape(err['kind'] + ': ' + err['message'])}</pre>" if err else ""
-        head = f"<b style='color:{'#1a7f37' if ok else '#cf222e'}'>{'PASSED' if ok else 'NOT YET'}</b> {self['exercise']}"
+        head = f"<b style='color:{'#1a7f37' if ok else '#cf222e'}'>{_msg('passed' if ok else 'not_yet', lang)}</b> {self['exercise']}"
         return f"<div>{head}{err_html}<table>{''.join(rows)}</table><ul>{cases}</ul></div>"
 
     def __repr__(self) -> str:
-        bad = [f"blank {b['index']}: {b['message']}" for b in self["blanks"] if b["passed"] is not True]
-        return f"<Verdict {self['exercise']}: {'passed' if self['passed'] else 'not yet'}" + (
+        lang = self.lang
+        bad = [f"{_msg('blank', lang, n=b['index'])}: {b['message']}" for b in self["blanks"] if b["passed"] is not True]
+        return f"<Verdict {self['exercise']}: {_msg('repr_passed' if self['passed'] else 'repr_not_yet', lang)}" + (
             "; " + "; ".join(bad) if bad else "") + ">"
 
 
@@ -95,7 +104,9 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
         else:
             verdict = Practice(store, p, grader, source="notebook").check(ex, code=code, lang=lang,
                                                                             run_main=False).verdict
-    return Verdict(verdict)
+    result = Verdict(verdict)
+    result.lang = lang
+    return result
 
 
 def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None):
@@ -120,15 +131,14 @@ def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None):
         cells.append(new_code_cell("import alignlings\n"
                                    f"alignlings.check({ex.key!r}, {', '.join(names)}, lang={lang!r}{packs})"))
         if main:
-            cells.append(new_markdown_cell("Run the test section:" if lang == "en" else "运行测试部分："))
+            cells.append(new_markdown_cell(_msg("run_main", lang)))
             cells.append(new_code_cell(textwrap.dedent(main.strip("\n")).strip() + "\n"))
     else:
         for i, q in enumerate(ex.quiz, start=1):
             opts = "\n".join(f"- {chr(65 + j)}) {o.text[lang]}" for j, o in enumerate(q.options))
             cells.append(new_markdown_cell(f"**{i}. {q.question[lang]}**\n\n{opts}"))
         command = f"alignlings quiz {ex.key}" + "".join(f" --pack {p}" for p in pack or ())
-        cells.append(new_markdown_cell(f"Answer interactively with `{command}`." if lang == "en"
-                                       else f"用 `{command}` 交互作答。"))
+        cells.append(new_markdown_cell(_msg("answer", lang, command=command)))
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                             "language": "python"}})
     nbformat.validate(nb)
