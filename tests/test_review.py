@@ -79,8 +79,8 @@ def test_ratings():
 
 def test_items_learned_together_drift_apart_and_replays_agree(tmp_path):
     """17 items learned the same morning, then answered right (Good) each day they are due, for 90
-    days: with FSRS's fuzz no later day brings all 17 (without it every one came due together, day
-    after day). The fuzz is seeded per review, so replaying the log, and rebuilding it in another
+    days: with FSRS's fuzz no day brings all 17, the first (day 2) included (without it every one
+    came due together, day after day). The fuzz is seeded per review, so replaying the log, and rebuilding it in another
     store after an export and import, gives the same due dates."""
     keys = [f"quiz/q{i}" for i in range(17)]
     logs = {k: [{"item": k, "rating": rv.GOOD, "reviewed_at": (T0 + timedelta(minutes=i)).isoformat()}]
@@ -92,10 +92,11 @@ def test_items_learned_together_drift_apart_and_replays_agree(tmp_path):
             if rv._utc(rv.replay(logs[k])[1]) < rv.end_of_day(at):
                 logs[k].append({"item": k, "rating": rv.GOOD, "reviewed_at": at.isoformat()})
                 due_days.setdefault(day, set()).add(k)
-    assert due_days[2] == set(keys)  # a first interval under 2.5 days is not fuzzed (as in the package)
-    later = {d: len(ks) for d, ks in due_days.items() if d > 2}
+    # the first interval (2 days) splits over days 2 and 3 (the package would bring all 17 on day 2)
+    assert 0 < len(due_days[2]) < len(keys) and due_days[2] | due_days[3] == set(keys), due_days
+    later = {d: len(ks) for d, ks in due_days.items() if d > 1}
     assert later and max(later.values()) < len(keys), later
-    assert len({min(d for d, ks in due_days.items() if d > 2 and k in ks) for k in keys}) >= 3  # spread out
+    assert len({min(d for d, ks in due_days.items() if d > 3 and k in ks) for k in keys}) >= 3  # spread out
     # the same log gives the same dates, whoever replays it
     assert [rv.replay(logs[k]) for k in keys] == [rv.replay([dict(r) for r in logs[k]]) for k in keys]
     with ProgressStore(tmp_path / "a.sqlite3") as a, ProgressStore(tmp_path / "b.sqlite3") as b:

@@ -24,8 +24,9 @@ Algorithm for Optimizing Spaced Repetition Scheduling", KDD 2022; FSRS-6 through
 ``fsrs`` package), with the package's default parameters and 90% desired retention, and day-sized
 steps: no intra-day learning steps (a new item answered once is scheduled in days), one relearning
 step of a day (a lapse comes back the next day), and the package's fuzz on: an interval of 3 days or
-more is moved by a few days at random (the package's fuzz ranges), so items learned together do not
-keep coming back together. The fuzz draws from a generator seeded per review with the item's key and
+more is moved by a few days at random (the package's fuzz ranges), and a first interval of 2 days
+becomes 2 or 3 (the package leaves it alone, which brought a whole session's items back on day 2
+together), so items learned together do not keep coming back together. The fuzz draws from a generator seeded per review with the item's key and
 the review's time (:func:`fuzz_seed`), so replaying the same log, in any interface or after an export
 and import, gives the same due dates.
 
@@ -142,8 +143,12 @@ def _seeded_scheduler_class():
             if self.rng is None:  # not inside replay(): the package's own draw
                 return super()._get_fuzzed_interval(interval=interval)
             days = interval.days
-            if days < 2.5:  # as the package: no fuzz under 2.5 days
+            if days < 2:  # a one-day step (a lapse's relearning) stays a day
                 return interval
+            if days < 2.5:
+                # the package leaves intervals under 2.5 days alone, so every item learned in one
+                # session came back on day 2 together (issue 22: 17 of 17); here they split over days 2 and 3
+                return timedelta(days=2 + (self.rng.random() < 0.5))
             delta = 1.0
             for r in FUZZ_RANGES:
                 delta += r["factor"] * max(min(float(days), r["end"]) - r["start"], 0.0)
