@@ -12,16 +12,18 @@ Moving between machines: ``export`` writes versioned JSON; ``import_`` merges it
 a uuid, so importing the same export twice adds nothing.
 
 PostgreSQL (a classroom served by several processes): ``ProgressStore("postgresql://...")`` runs the
-same SQL through psycopg. A thin dialect layer (:class:`_PgConnection`) gives it the subset of
-``sqlite3.Connection`` the store uses: ``?`` placeholders become ``%s``, ``INSERT OR IGNORE`` becomes
-``ON CONFLICT DO NOTHING``, ``INTEGER PRIMARY KEY`` an identity column, ``PRAGMA user_version`` a
-one-row ``alignlings_schema`` table, and ``BEGIN IMMEDIATE`` a transaction that takes one advisory
-lock, so writers queue exactly as they do on SQLite. The migrations are the same for both. A store
+same SQL through psycopg, written once in the SQL both databases accept (``?`` placeholders,
+``ON CONFLICT`` upserts). The adapter (:class:`_PgConnection`, see its module's docstring) numbers
+the placeholders as PostgreSQL's ``$n`` by tokenizing each statement (never inside a string literal,
+a quoted identifier or a comment) and lets the driver bind the parameters; what differs (an identity
+column for ``INTEGER PRIMARY KEY``, a one-row ``alignlings_schema`` table for ``PRAGMA user_version``,
+``RETURNING id`` for ``lastrowid``) is chosen by ``schema.dialect``, and ``BEGIN IMMEDIATE`` is a
+transaction that takes one advisory lock, so writers queue exactly as they do on SQLite. A store
 opens at most ``ALIGNLINGS_DB_POOL_SIZE`` (default 10) connections, pooled by ``psycopg_pool``: each
 statement, or each transaction, borrows one, so however many threads a server runs, several server
 processes fit within PostgreSQL's ``max_connections``.
 
-The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]`` takes a database from
+The schema is versioned with ``PRAGMA user_version`` (``schema.schema_version``); ``MIGRATIONS[i]`` takes a database from
 version ``i`` to ``i + 1`` and they run in order, each in its own transaction.
 
 Rows are keyed by pack and exercise (a teacher's ``dpo-loss`` is not the built-in one): every

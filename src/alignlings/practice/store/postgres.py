@@ -1,11 +1,36 @@
 """PostgreSQL for the progress store (a classroom served by several processes): a bounded pool
-of connections and a thin dialect layer (:class:`_PgConnection`) that gives psycopg the subset of
-``sqlite3.Connection`` the store uses."""
+of connections and a thin adapter (:class:`_PgConnection`) that gives psycopg the subset of
+``sqlite3.Connection`` the store uses.
+
+The store writes each statement once, in SQL both databases accept: ``?`` placeholders,
+``INSERT ... ON CONFLICT DO NOTHING`` and ``ON CONFLICT (...) DO UPDATE`` upserts. What differs is
+handled by name, never by rewriting SQL text with substring replacements:
+
+- Placeholders: :func:`placeholders` tokenizes the statement (string literals ``'...'``, quoted
+  identifiers ``"..."`` and comments are skipped whole) and numbers each remaining ``?`` as
+  PostgreSQL's own ``$1, $2, ...``. The statement runs through psycopg's ``RawCursor``, which sends
+  it and its parameters to the server as they are (server-side binding; psycopg prepares a
+  statement it sees repeatedly, ``prepare_threshold``): ``%`` means nothing to it, so a ``%`` or a
+  ``?`` inside a literal, and anything a learner wrote (always a parameter), reach the database
+  unchanged. A ``$`` outside a literal is refused: the store's SQL has ``?`` placeholders only.
+- ``RETURNING id``: the store asks for it where it needs a new row's id
+  (:func:`~alignlings.practice.store.schema.insert_returning_id`) and reads it from the cursor.
+- The schema's differences (an identity column for SQLite's ``INTEGER PRIMARY KEY``, the one-row
+  ``alignlings_schema`` table for ``PRAGMA user_version``) are chosen by ``dialect`` in
+  :mod:`~alignlings.practice.store.schema`; ``PRAGMA`` never reaches this adapter.
+- Transactions: ``BEGIN IMMEDIATE`` (a write) takes one advisory lock, :data:`PG_WRITE_LOCK`, so
+  writers queue as they do on SQLite; ``BEGIN``, ``COMMIT`` and ``ROLLBACK`` are whole statements
+  the adapter runs on the transaction's own connection.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from typing import Any
+
+DIALECT = "postgresql"  # _PgConnection.dialect; a sqlite3.Connection has none ("sqlite")
 
 
 def is_database_url(path: Any) -> bool:
@@ -13,6 +38,35 @@ def is_database_url(path: Any) -> bool:
 
 
 PG_WRITE_LOCK = 0x616C676E  # the advisory lock every write transaction takes ("algn")
+
+_TOKEN = re.compile(r"""
+      '(?:[^']|'')*'          # a string literal ('' is a quote inside it)
+    | "(?:[^"]|"")*"          # a quoted identifier
+    | --[^\n]*                # a comment to the end of the line
+    | /\*.*?\*/               # a block comment
+    | (?P<mark>\?)            # a placeholder
+    | (?P<bad>['"$]|/\*)      # an unterminated literal, identifier or comment; a `$`
+""", re.VERBOSE | re.DOTALL)
+
+
+@functools.lru_cache(maxsize=1024)
+def placeholders(sql: str) -> str:
+    """``sql`` with its ``?`` placeholders numbered as PostgreSQL's ``$1, $2, ...``; nothing else
+    changes (a ``?`` inside a string literal, a quoted identifier or a comment is text, not a
+    placeholder). Raises ValueError for an unterminated literal or a ``$`` outside one."""
+    count = 0
+
+    def number(m: re.Match[str]) -> str:
+        nonlocal count
+        if m.group("bad"):
+            raise ValueError(f"sql: expected the store's portable SQL (`?` placeholders, closed literals), "
+                             f"got {m.group('bad')!r} at offset {m.start()} in {sql[:120]!r}")
+        if m.group("mark"):
+            count += 1
+            return f"${count}"
+        return m.group(0)
+
+    return _TOKEN.sub(number, sql)
 
 
 class _PgRow(dict):
@@ -76,11 +130,19 @@ def pg_pool_size() -> int:
 def _pg_prepare(db) -> None:
     """The one-row version table that stands in for SQLite's ``PRAGMA user_version``."""
     with db.transaction():
-        db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_WRITE_LOCK,))
+        db.execute("SELECT pg_advisory_xact_lock($1)", (PG_WRITE_LOCK,))
         db.execute("CREATE TABLE IF NOT EXISTS alignlings_schema (version INTEGER NOT NULL)")
         row: Any = db.execute("SELECT COUNT(*) FROM alignlings_schema").fetchone()
         if row[0] == 0:
             db.execute("INSERT INTO alignlings_schema (version) VALUES (0)")
+
+
+def _connect_kwargs() -> dict[str, Any]:
+    """Autocommit connections (transactions are explicit), rows read like ``sqlite3.Row``, and
+    ``RawCursor``: ``$n`` placeholders bound by the server, no ``%`` escapes (the module docstring)."""
+    import psycopg
+
+    return {"autocommit": True, "row_factory": _pg_row_factory, "cursor_factory": psycopg.RawCursor}
 
 
 def pg_pool(url: str):
@@ -91,7 +153,7 @@ def pg_pool(url: str):
         raise RuntimeError("a PostgreSQL progress store needs psycopg and psycopg_pool: "
                            "pip install 'alignlings[classroom]'") from None
     pool = ConnectionPool(url, min_size=1, max_size=pg_pool_size(), timeout=PG_POOL_TIMEOUT_S, open=False,
-                          kwargs={"autocommit": True, "row_factory": _pg_row_factory},
+                          kwargs=_connect_kwargs(),
                           check=ConnectionPool.check_connection, name="alignlings-progress")
     pool.open(wait=False)
     try:
@@ -110,22 +172,16 @@ class _PgConnection:
     connection for itself only, and ``BEGIN`` borrows one until ``COMMIT`` or ``ROLLBACK``; without,
     it owns one connection (``connect(url)``, for scripts and tests)."""
 
+    dialect = DIALECT
+
     def __init__(self, url: str, pool=None):
         self._pool, self._tx, self._db = pool, None, None  # type: Any, Any, Any
         self.total_changes = 0
         if pool is None:
             import psycopg
 
-            self._db = psycopg.connect(url, autocommit=True, row_factory=_pg_row_factory)
+            self._db = psycopg.connect(url, **_connect_kwargs())
             _pg_prepare(self._db)
-
-    @staticmethod
-    def translate(sql: str) -> str:
-        sql = sql.replace("%", "%%").replace("?", "%s")
-        sql = sql.replace("INTEGER PRIMARY KEY", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY")
-        if "INSERT OR IGNORE" in sql:
-            sql = sql.replace("INSERT OR IGNORE", "INSERT") + " ON CONFLICT DO NOTHING"
-        return sql
 
     def execute(self, sql: str, args: tuple | list = ()) -> _PgCursor:
         text = sql.strip()
@@ -135,7 +191,7 @@ class _PgConnection:
             try:
                 db.execute("BEGIN")
                 if upper == "BEGIN IMMEDIATE":
-                    db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_WRITE_LOCK,))
+                    db.execute("SELECT pg_advisory_xact_lock($1)", (PG_WRITE_LOCK,))
             except BaseException:
                 self._release()
                 raise
@@ -147,33 +203,27 @@ class _PgConnection:
             finally:
                 self._release()
             return _PgCursor(None)
+        if upper.startswith("PRAGMA"):
+            raise ValueError(f"sql: PRAGMA is SQLite's; on PostgreSQL the store chooses by `dialect` "
+                             f"(alignlings.practice.store.schema), got {text[:80]!r}")
+        query = placeholders(text)  # before borrowing a connection: bad SQL raises here
         db = self._tx if self._tx is not None else self._db
         if db is None:  # pooled, outside a transaction: a connection for this statement only
             with self._pool.connection() as db:
-                return self._run(db, text, upper, args)
-        return self._run(db, text, upper, args)
+                return self._run(db, query, args)
+        return self._run(db, query, args)
 
     def _release(self) -> None:
         db, self._tx = self._tx, None
         if db is not None and self._pool is not None:
             self._pool.putconn(db)  # the pool rolls back what is left open and drops a broken one
 
-    def _run(self, db, text: str, upper: str, args) -> _PgCursor:
-        if upper.startswith("PRAGMA USER_VERSION ="):
-            db.execute("UPDATE alignlings_schema SET version = %s", (int(text.split("=")[1]),))
-            return _PgCursor(None)
-        if upper == "PRAGMA USER_VERSION":
-            return _PgCursor(db.execute("SELECT version FROM alignlings_schema"))
-        if upper.startswith("PRAGMA"):
-            return _PgCursor(db.execute("SELECT 'wal'"))  # SQLite's tuning: nothing to do here
-        returning = upper.startswith("INSERT INTO ATTEMPTS")
-        cur = db.execute(self.translate(text) + (" RETURNING id" if returning else ""), tuple(args))
-        if cur.rowcount and cur.rowcount > 0 and upper.startswith(("INSERT", "UPDATE", "DELETE")):
+    def _run(self, db, query: str, args) -> _PgCursor:
+        cur = db.execute(query, tuple(args))
+        if cur.rowcount and cur.rowcount > 0 and cur.pgresult is not None and \
+                cur.pgresult.command_status.split(b" ")[0] in (b"INSERT", b"UPDATE", b"DELETE"):
             self.total_changes += cur.rowcount
-        out = _PgCursor(cur)  # rows read now: a pooled connection goes back when this returns
-        if returning:
-            out.lastrowid = out._rows[0][0]
-        return out
+        return _PgCursor(cur)  # rows read now: a pooled connection goes back when this returns
 
     def executemany(self, sql: str, rows) -> None:
         for row in rows:  # one by one: rowcount then counts what each row changed

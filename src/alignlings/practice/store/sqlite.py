@@ -34,6 +34,7 @@ from alignlings.practice.store.schema import (
     _learner_id,
     _pack,
     _utc_iso,
+    insert_returning_id,
     migrate,
     utcnow,
 )
@@ -159,8 +160,8 @@ class ProgressStore:
         self._closed = False
         self._pool = pg_pool(self.url) if self.url is not None else None  # shared by for_learner views
         db = self._db()
-        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if self.url is None and str(mode).lower() != "wal":  # e.g. a file system without shared memory support
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0] if self.url is None else "wal"
+        if str(mode).lower() != "wal":  # e.g. a file system without shared memory support
             raise RuntimeError(f"{self.path}: could not switch the progress database to WAL mode (got {mode})")
         migrate(db)
 
@@ -174,10 +175,10 @@ class ProgressStore:
             raise RuntimeError(f"{self.path}: the progress store is closed")
         holder = getattr(self._local, "conn", None)
         if holder is None or holder.pid != os.getpid():
-            db = (_PgConnection(self.url, self._pool) if self.url is not None
-                  else connect(self.path))
-            db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed data
-            holder = self._local.conn = _Conn(db)  # type: ignore[arg-type]
+            db: Any = _PgConnection(self.url, self._pool) if self.url is not None else connect(self.path)
+            if self.url is None:
+                db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed data
+            holder = self._local.conn = _Conn(db)
             with self._lock:
                 self._all.add(holder)
         return holder.db
@@ -270,7 +271,7 @@ class ProgressStore:
         candidate = new()
 
         def get(db):
-            db.execute("INSERT OR IGNORE INTO class_info (key, value, updated_at) VALUES ('code', ?, ?)",
+            db.execute("INSERT INTO class_info (key, value, updated_at) VALUES ('code', ?, ?) ON CONFLICT DO NOTHING",
                        (candidate, utcnow()))
             return db.execute("SELECT value FROM class_info WHERE key = 'code'").fetchone()[0]
 
@@ -360,8 +361,10 @@ class ProgressStore:
                 before = db.total_changes
                 db.execute(f"UPDATE {table} SET learner = ? WHERE learner = ?", (into, other))
                 moved[table] = db.total_changes - before
-            db.execute("INSERT OR IGNORE INTO settings (learner, key, value, updated_at) "
-                       "SELECT ?, key, value, updated_at FROM settings WHERE learner = ?", (into, other))
+            # (SQLite reads ON CONFLICT after a SELECT only when the SELECT has a WHERE, as this one has)
+            db.execute("INSERT INTO settings (learner, key, value, updated_at) "
+                       "SELECT ?, key, value, updated_at FROM settings WHERE learner = ? ON CONFLICT DO NOTHING",
+                       (into, other))
             db.execute("DELETE FROM settings WHERE learner = ?", (other,))
             db.execute("DELETE FROM review_state WHERE learner = ? OR learner = ?", (into, other))
             db.execute("UPDATE learner_tokens SET learner = ?, sealed = '' WHERE learner = ?", (into, other))
@@ -400,7 +403,7 @@ class ProgressStore:
             raise ValueError(f"track: expected a track key (pack/id), got {track!r}")
         if locked:
             self._write(lambda db: db.execute(
-                "INSERT OR IGNORE INTO track_locks (track, locked_at) VALUES (?, ?)", (track, utcnow())))
+                "INSERT INTO track_locks (track, locked_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (track, utcnow())))
         else:
             self._write(lambda db: db.execute("DELETE FROM track_locks WHERE track = ?", (track,)))
 
@@ -469,11 +472,10 @@ class ProgressStore:
         pack = _pack(pack)
 
         def insert(db):
-            cur = db.execute(
-                "INSERT INTO attempts (uuid, learner, pack, exercise, passed, created_at, code, verdict, source) "
+            return insert_returning_id(
+                db, "INSERT INTO attempts (uuid, learner, pack, exercise, passed, created_at, code, verdict, source) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (str(uuidlib.uuid4()), self.learner, pack, exercise, int(passed), utcnow(), code, text, source))
-            return cur.lastrowid
 
         return self._write(insert)
 
@@ -622,8 +624,8 @@ class ProgressStore:
 
         def insert(db):
             before = db.total_changes
-            db.executemany("INSERT OR IGNORE INTO review_log (uuid, learner, pack, item, rating, reviewed_at, source, "
-                           "duration_ms, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", prepared)
+            db.executemany("INSERT INTO review_log (uuid, learner, pack, item, rating, reviewed_at, source, "
+                           "duration_ms, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", prepared)
             added = db.total_changes - before
             if added:
                 _refresh_states(db, self.learner, pack, sorted({r[3] for r in prepared}), replay)
@@ -849,8 +851,8 @@ class ProgressStore:
         def merge(db):
             counts = {}
             for table, cols in _TABLES.items():
-                sql = (f"INSERT OR IGNORE INTO {table} (learner, {', '.join(cols)}) "
-                       f"VALUES (?, {', '.join('?' * len(cols))})")
+                sql = (f"INSERT INTO {table} (learner, {', '.join(cols)}) "
+                       f"VALUES (?, {', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING")
                 before = db.total_changes
                 db.executemany(sql, [(self.learner, *(r[c] for c in cols)) for r in rows[table]])
                 counts[table] = db.total_changes - before
