@@ -122,3 +122,27 @@ def test_a_hundred_learners_check_at_once_and_nothing_is_lost():
         assert db.execute("SELECT COUNT(*) FROM attempts").fetchone()[0] == 300
         assert db.execute("SELECT COUNT(*) FROM events WHERE kind = 'hint'").fetchone()[0] == 200
     store.close()
+
+
+def test_a_question_mark_or_percent_in_a_string_literal_reaches_postgresql_unchanged():
+    """A learner's code with ``?``, ``%s``, ``%%``, quotes and ``$1`` is recorded and read back exactly,
+    and a query whose string literal holds the same code finds it: the adapter numbers only the
+    placeholders outside literals (a substring rewrite of ``?`` to ``%s`` made that literal two
+    placeholders and the query failed)."""
+    wipe()
+    store = pr.ProgressStore(URL)
+    code = "print('why?', \"%s of %d\" % (a, b), 100 %% 7, '$1', x ?? y)  -- not a comment /* nor this */"
+    verdict = {"passed": False, "message": "unexpected '?' near %s"}
+    rid = store.record_attempt("dpo-loss", verdict, code=code)
+    [row] = store.attempts("dpo-loss")
+    assert row["code"] == code and row["verdict"]["message"] == verdict["message"]
+    literal = code.replace("'", "''")
+    db = pr.connect(URL)
+    try:
+        found = db.execute(f"SELECT id, '?' AS mark, '%s' AS pct FROM attempts WHERE code = '{literal}' AND learner = ?",
+                           ("",)).fetchall()
+        assert [(r["id"], r["mark"], r["pct"]) for r in found] == [(rid, "?", "%s")]
+        assert db.execute("SELECT ? || '?' || ? AS t -- a '?' here is a comment", ("a", "b")).fetchone()["t"] == "a?b"
+    finally:
+        db.close()
+    store.close()

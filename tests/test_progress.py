@@ -533,3 +533,18 @@ def test_take_hint_counts_one_event_per_hint_up_to_the_limit_and_restarts_after_
     assert store.take_hint("dpo-loss", key=key, limit=2) == 1 and store.summary()["dpo-loss"]["hints"] == 1
     with pytest.raises(ValueError, match="limit"):
         store.take_hint("dpo-loss", key=key, limit=-1)
+
+
+def test_the_postgresql_adapter_numbers_only_the_placeholders_outside_literals():
+    """``?`` becomes ``$1, $2, ...`` (PostgreSQL's own placeholders); a ``?``, ``%`` or ``$`` in a string
+    literal, a quoted identifier or a comment stays as it is; SQL the store never writes is refused."""
+    from alignlings.practice.store.postgres import placeholders
+
+    assert placeholders("SELECT * FROM t WHERE a = ? AND b = ?") == "SELECT * FROM t WHERE a = $1 AND b = $2"
+    assert placeholders("SELECT 'it''s ? %s $1', ? FROM t") == "SELECT 'it''s ? %s $1', $1 FROM t"
+    assert placeholders('SELECT "odd?col" FROM t WHERE x = ?') == 'SELECT "odd?col" FROM t WHERE x = $1'
+    assert placeholders("SELECT ? -- why?\n, /* ? */ ?") == "SELECT $1 -- why?\n, /* ? */ $2"
+    assert placeholders("SELECT 100 % 7, ?") == "SELECT 100 % 7, $1"
+    for bad in ("SELECT 'open ?", 'SELECT "open', "SELECT /* open ?", "SELECT $1"):
+        with pytest.raises(ValueError, match="sql: expected the store's portable SQL"):
+            placeholders(bad)
