@@ -146,3 +146,27 @@ def test_a_question_mark_or_percent_in_a_string_literal_reaches_postgresql_uncha
     finally:
         db.close()
     store.close()
+
+
+def test_the_schema_differences_are_chosen_by_dialect_not_by_rewriting_sql():
+    """Every history table's ``id`` is an identity column, a new attempt's id is the one ``RETURNING``
+    gave, the version lives in ``alignlings_schema``, and a SQLite ``PRAGMA`` is refused, not faked."""
+    wipe()
+    store = pr.ProgressStore(URL)
+    ids = [store.record_attempt("dpo-loss", {"passed": n == 1}, code=str(n)) for n in range(2)]
+    assert [a["id"] for a in store.attempts("dpo-loss")] == ids and ids[0] < ids[1]
+    with psycopg.connect(URL) as db:
+        identity = dict(db.execute("SELECT table_name, is_identity FROM information_schema.columns "
+                                   "WHERE column_name = 'id' AND table_schema = 'public' "
+                                   "AND table_name = ANY(%s)", (["attempts", *pr._TABLES],)).fetchall())
+    assert identity == dict.fromkeys(("attempts", "events", "quiz_answers", "cloze_results", "review_log"), "YES")
+    from alignlings.practice.store.schema import schema_version
+
+    db = pr.connect(URL)
+    try:
+        assert schema_version(db) == pr.SCHEMA_VERSION
+        with pytest.raises(ValueError, match="PRAGMA is SQLite's"):
+            db.execute("PRAGMA user_version")
+    finally:
+        db.close()
+    store.close()

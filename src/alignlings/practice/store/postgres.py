@@ -84,12 +84,14 @@ def _pg_row_factory(cursor):
 
 
 class _PgCursor:
-    """A statement's rows, read at once (``cur``: a psycopg cursor, another _PgCursor or None)."""
+    """A statement's rows, read at once (``cur``: a psycopg cursor, another _PgCursor or None).
 
-    def __init__(self, cur, lastrowid=None):
+    No ``lastrowid``: a new row's id comes back from ``RETURNING id`` (``schema.insert_returning_id``)."""
+
+    def __init__(self, cur):
         self._rows = list(cur.fetchall()) if cur is not None and (
             isinstance(cur, _PgCursor) or cur.description) else []
-        self._next, self.lastrowid = 0, lastrowid
+        self._next = 0
 
     def fetchone(self):
         if self._next >= len(self._rows):
