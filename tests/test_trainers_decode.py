@@ -146,6 +146,42 @@ def test_prefill_and_steps_give_forwards_logits(make, kind):
         torch.testing.assert_close(logits, expected[:, P - 1 + t], atol=2e-5, rtol=1e-5, msg=f"position {t}")
 
 
+@pytest.mark.parametrize("make, kind", FAMILIES, ids=FAMILY_IDS)
+def test_a_shared_prefill_computes_each_distinct_prompt_once_and_gives_every_rows_logits(make, kind):
+    model = make()
+    G = 3  # GRPO's layout: each prompt G times, adjacent
+    ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(G)], PAD)
+    B, P = ids.shape
+    torch.manual_seed(1)
+    new = torch.randint(2, V, (B, NEW))  # every row its own continuation
+    full_ids = torch.cat([ids, new], dim=1)
+    full_mask = torch.cat([mask, torch.ones_like(new)], dim=1)
+    expected = _forward_logits(model, full_ids, full_mask)  # [B, P + NEW, V]
+    positions = position_ids(full_mask)
+    with torch.inference_mode():
+        decoder = lean_decoder(model, full_mask)
+        assert isinstance(decoder, kind)
+        seen, forward = [], decoder.forward
+        decoder.forward = lambda x, *a, **k: seen.append(x.shape[0]) or forward(x, *a, **k)
+        got = [decoder.prefill(ids, positions[:, :P])[:, -1]]
+        assert seen == [len(PROMPTS)]  # the distinct prompts only
+        for t in range(NEW - 1):
+            got.append(decoder.forward(new[:, t: t + 1], positions[:, P + t: P + t + 1])[:, -1])
+    assert seen == [len(PROMPTS)] + [B] * (NEW - 1)
+    for t, logits in enumerate(got):
+        torch.testing.assert_close(logits, expected[:, P - 1 + t], atol=2e-5, rtol=1e-5, msg=f"position {t}")
+
+
+def test_a_hooked_model_prefills_every_row():
+    model = gpt2()
+    sizes = []
+    handle = model.lm_head.register_forward_hook(lambda m, a, out: sizes.append(out.shape[0]))
+    ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(2)], PAD)
+    sample_with_cache(model, ids, mask, max_new_tokens=2, eos_ids=[EOS], pad_id=PAD)
+    handle.remove()
+    assert sizes[0] == 2 * len(PROMPTS)  # the hook sees the whole batch, as under forward
+
+
 def test_unsupported_models_and_settings_get_no_decoder_and_still_sample():
     from transformers import Gemma2Config, Gemma2ForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM
 

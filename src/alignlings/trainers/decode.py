@@ -110,6 +110,10 @@ class LeanDecoder:
         self.length = 0  # keys written so far
         self.cache = cache  # False: one pass over whole sequences, keys and values used as computed
         self.called: list[torch.nn.Module] = []
+        # during a shared prefill (``prefill``): the distinct rows computed, and each row's one of them
+        self._rows: torch.Tensor | None = None
+        self._inverse: torch.Tensor | None = None
+        self.hooked = False  # a module of the model has hooks: they see the batch forward would give
         # real tokens first, padding (if any) after them in every row, as in DPO's batches
         self.right_padded = bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
@@ -134,7 +138,8 @@ class LeanDecoder:
         all-masked row, which would give NaN and spread through the padded keys' values. None: plain
         causal attention (``is_causal``), which is the same when every row is right-padded."""
         L = self.length + T
-        keys = self.key_mask[:, None, None, :L]  # [B, 1, 1, L]
+        key_mask = self.key_mask if self._rows is None else self.key_mask[self._rows]
+        keys = key_mask[:, None, None, :L]  # [B, 1, 1, L]
         k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
         if T == 1:
             return keys if window is None else keys & (k_index > L - 1 - window)
@@ -157,7 +162,11 @@ class LeanDecoder:
                scale: float) -> torch.Tensor:
         """q [B, H, T, D], new k and v [B, H_kv, T, D] -> attention output [B, T, H * D]."""
         start, T = self.length, q.shape[2]
-        if self.cache:
+        if self._inverse is not None:  # a shared prefill: every row's cache from its distinct row's keys
+            self.keys[layer][:, :, :T] = k[self._inverse]
+            self.values[layer][:, :, :T] = v[self._inverse]
+            keys, values = k, v
+        elif self.cache:
             self.keys[layer][:, :, start: start + T] = k
             self.values[layer][:, :, start: start + T] = v
             keys = self.keys[layer][:, :, : start + T]
@@ -169,6 +178,33 @@ class LeanDecoder:
                                              enable_gqa=gqa)
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
+
+    def prefill(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The first ``forward`` of a cached decoder over the prompts [B, P] -> last logits [B, 1, V],
+        computing each distinct (prompt, positions, key mask) row once.
+
+        GRPO samples G completions of each prompt, so its B prompt rows hold B / G distinct ones; a
+        causal model gives identical rows identical keys, values and logits, so the prefill runs the
+        distinct rows only and copies their keys and values into every row's cache (the prompt's share
+        of sampling drops by a factor G). The logits are the same values as a full-batch prefill's up
+        to float rounding (the matmuls see fewer rows). Where a module has hooks, every row goes
+        through, so the hooks see the batch ``forward`` would give them."""
+        if not self.cache or self.length or self.hooked:
+            return self.forward(input_ids, positions)
+        B, P = input_ids.shape
+        rows_key = torch.cat([input_ids, positions, self.key_mask[:, :P].long()], dim=1)  # [B, 3P]
+        distinct, inverse = torch.unique(rows_key, dim=0, return_inverse=True)
+        if distinct.shape[0] == B:
+            return self.forward(input_ids, positions)
+        # the first row of each distinct one (any would do: they are equal)
+        first = torch.full((distinct.shape[0],), B, dtype=torch.long, device=input_ids.device)
+        first = first.scatter_reduce(0, inverse, torch.arange(B, device=input_ids.device), reduce="amin")
+        self._rows, self._inverse = first, inverse
+        try:
+            logits = self.forward(input_ids[first], positions[first])
+        finally:
+            self._rows = self._inverse = None
+        return logits[inverse]
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
                 select: torch.Tensor | None = None) -> torch.Tensor:
@@ -365,6 +401,7 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True) -> Lean
     if blocked:
         return None
     decoder = kind(base, key_mask, cache)
+    decoder.hooked = bool(hooked)
     return decoder if _runs_every_hook(decoder, hooked) else None
 
 
