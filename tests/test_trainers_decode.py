@@ -292,6 +292,56 @@ def test_a_training_pass_gives_forwards_gradients(make):
     assert any(g.abs().sum() > 0 for g in grads[0])
 
 
+@pytest.mark.parametrize("make", MAKERS + [lora_llama], ids=FAMILY_IDS + ["lora-llama"])
+def test_grpo_rows_sharing_a_prompt_score_it_once_with_forwards_logits_and_gradients(make):
+    """GRPO's loss pass: G completions of each (left-padded) prompt, scored with ``logits_to_keep`` =
+    C + 1. The shared prompt runs once per distinct prompt, and the logits and every gradient equal
+    ``forward``'s over the whole rows."""
+    from alignlings.trainers import decode
+    from alignlings.trainers.modeling import disable_dropout
+
+    model = make()
+    disable_dropout(model)
+    model.train()
+    G, C = 3, 4
+    prompts, prompt_mask = left_pad_prompts([p for p in PROMPTS[:3] for _ in range(G)], PAD)
+    torch.manual_seed(2)
+    completions = torch.randint(2, V, (prompts.shape[0], C))
+    completion_mask = torch.ones_like(completions)
+    completion_mask[0, 2:] = 0  # a row that ended early: right padding after its EOS
+    completions[0, 2:] = PAD
+    ids, mask = torch.cat([prompts, completions], 1), torch.cat([prompt_mask, completion_mask], 1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    seen = []
+    forward = decode.LeanDecoder.shared_forward
+
+    def counting(self, input_ids, positions, first, inverse, keep=1):
+        seen.append(len(first))
+        return forward(self, input_ids, positions, first, inverse, keep)
+
+    grads, outs = [], []
+    for lean in (True, False):
+        model.zero_grad()
+        if lean:
+            decode.LeanDecoder.shared_forward = counting
+            try:
+                logits = decode.lean_logits(model, ids, mask, logits_to_keep=C + 1)
+            finally:
+                decode.LeanDecoder.shared_forward = forward
+        else:
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits[:, -(C + 1):]
+        scored = logits[:, :-1].float().log_softmax(-1).gather(-1, completions[..., None])[..., 0]
+        (scored * completion_mask).sum().backward()
+        outs.append(logits.detach())
+        grads.append([p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params])
+    assert seen == [3]  # the three distinct prompts, not the nine rows
+    real = torch.cat([torch.ones_like(completion_mask[:, :1]), completion_mask], 1).bool()  # padded queries: unread
+    torch.testing.assert_close(outs[0][real], outs[1][real], atol=2e-5, rtol=1e-5)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=3e-5, rtol=1e-4)
+    assert any(g.abs().sum() > 0 for g in grads[0])
+
+
 def test_active_dropout_or_checkpointing_uses_forward():
     model = gpt2()  # dropout 0.1
     mask = torch.ones(2, 4, dtype=torch.long)

@@ -80,6 +80,18 @@ def _direct(module: Any) -> Any:
     return module
 
 
+def distinct_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(first, inverse) for a [B, K] tensor with repeated rows: ``first`` [U] the index of each distinct
+    row's first occurrence, ``inverse`` [B] which distinct row each row is; None when all B differ."""
+    distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    B, U = rows.shape[0], distinct.shape[0]
+    if U == B:
+        return None
+    first = torch.full((U,), B, dtype=torch.long, device=rows.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(B, device=rows.device), reduce="amin")
+    return first, inverse
+
+
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
@@ -191,17 +203,19 @@ class LeanDecoder:
         through, so the hooks see the batch ``forward`` would give them."""
         if not self.cache or self.length or self.hooked:
             return self.forward(input_ids, positions)
-        B, P = input_ids.shape
-        rows_key = torch.cat([input_ids, positions, self.key_mask[:, :P].long()], dim=1)  # [B, 3P]
-        distinct, inverse = torch.unique(rows_key, dim=0, return_inverse=True)
-        if distinct.shape[0] == B:
+        shared = distinct_rows(torch.cat([input_ids, positions, self.key_mask[:, :input_ids.shape[1]].long()], dim=1))
+        if shared is None:
             return self.forward(input_ids, positions)
-        # the first row of each distinct one (any would do: they are equal)
-        first = torch.full((distinct.shape[0],), B, dtype=torch.long, device=input_ids.device)
-        first = first.scatter_reduce(0, inverse, torch.arange(B, device=input_ids.device), reduce="amin")
+        return self.shared_forward(input_ids, positions, *shared)
+
+    def shared_forward(self, input_ids: torch.Tensor, positions: torch.Tensor, first: torch.Tensor,
+                       inverse: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """The first ``forward`` of a cached decoder, run on rows ``first`` only; row i's keys, values
+        and logits are those of row ``first[inverse[i]]`` (which must hold the same tokens, positions and
+        key mask). Autograd flows back through the copies (each distinct row's gradient is the sum)."""
         self._rows, self._inverse = first, inverse
         try:
-            logits = self.forward(input_ids[first], positions[first])
+            logits = self.forward(input_ids[first], positions[first], keep=keep)
         finally:
             self._rows = self._inverse = None
         return logits[inverse]
@@ -221,13 +235,14 @@ class LeanDecoder:
 
 
 class GPT2Decoder(LeanDecoder):
-    def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True) -> None:
+    def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True, scoring: bool | None = None) -> None:
         cfg = model.config
         super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer, cache)
+        scoring = not cache if scoring is None else scoring
         tr = model.transformer
         self.wte, self.wpe, self.ln_f = self.call(tr.wte), self.call(tr.wpe), self.call(tr.ln_f)
         self.lm_head = self.call(model.lm_head)
-        self.blocks = [self._block(block, fused_gelu=not cache) for block in tr.h]
+        self.blocks = [self._block(block, fused_gelu=scoring) for block in tr.h]
 
     def _block(self, block: Any, fused_gelu: bool) -> dict:
         mlp = block.mlp
@@ -272,7 +287,7 @@ class LlamaDecoder(LeanDecoder):
     and keys before the rotation), Mistral (a sliding window on every layer), Gemma (the embedding
     scaled by sqrt(hidden) inside its embedding module, RMSNorm as (1 + w), a GELU MLP)."""
 
-    def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True) -> None:
+    def __init__(self, model: Any, key_mask: torch.Tensor, cache: bool = True, scoring: bool | None = None) -> None:
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         super().__init__(model, key_mask, cfg.num_key_value_heads, head_dim, cfg.num_hidden_layers, cache)
@@ -382,7 +397,7 @@ def _supported(base: Any, cfg: Any) -> bool:
     return True
 
 
-def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True) -> LeanDecoder | None:
+def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring: bool | None = None) -> LeanDecoder | None:
     """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do.
 
     A model qualifies when its class is in ``LEAN_MODELS``; in training mode only when no dropout is
@@ -400,7 +415,7 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True) -> Lean
     blocked, hooked = _scan(model)
     if blocked:
         return None
-    decoder = kind(base, key_mask, cache)
+    decoder = kind(base, key_mask, cache, scoring)
     decoder.hooked = bool(hooked)
     return decoder if _runs_every_hook(decoder, hooked) else None
 
@@ -412,10 +427,46 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     autograd works through it as through ``forward``); None where ``lean_decoder`` has no decoder
     for ``model``. Positions follow the attention mask.
 
+    With ``logits_to_keep`` = K and rows that share their first T - K + 1 tokens (GRPO's G
+    completions of one prompt), that prefix runs once per distinct row (``shared_prefix_logits``).
+
     ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
     own ``forward`` (``modeling.lm_logits`` takes care of that)."""
+    if logits_to_keep and select is None:
+        shared = shared_prefix_logits(model, input_ids, attention_mask, logits_to_keep)
+        if shared is not None:
+            return shared
     decoder = lean_decoder(model, attention_mask, cache=False)
     if decoder is None:
         return None
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     return decoder.forward(input_ids, positions, keep=logits_to_keep, select=select)
+
+
+def shared_prefix_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         logits_to_keep: int) -> torch.Tensor | None:
+    """The last ``logits_to_keep`` = K positions' logits [B, K, V] with the prefix (the first
+    P = T - K + 1 tokens) computed once per distinct prefix; None when no two rows share it, or the
+    model has no lean decoder, or a module has hooks (they then see the batch ``forward`` gives).
+
+    GRPO scores G completions of each prompt: [B, P + C] rows whose prompt block repeats G times.
+    A causal model gives a repeated prefix the same keys, values and hidden states in every row, so
+    a first pass runs the distinct prompts (keeping the last position's logits, which score the
+    first completion token) and fills every row's KV cache from them, and a second pass runs the
+    B completions on top. The prompt's share of the scoring pass (forward and backward) drops by a
+    factor G; logits and gradients equal the single pass's up to float rounding (autograd sums
+    each distinct prompt's gradient over its rows)."""
+    B, T = input_ids.shape
+    P = T - logits_to_keep + 1
+    if not 1 < P < T:
+        return None
+    shared = distinct_rows(torch.cat([input_ids[:, :P], attention_mask[:, :P].long()], dim=1))
+    if shared is None:
+        return None
+    decoder = lean_decoder(model, attention_mask, cache=True, scoring=True)
+    if decoder is None or decoder.hooked:
+        return None
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    head = decoder.shared_forward(input_ids[:, :P], positions[:, :P], *shared, keep=1)  # [B, 1, V]
+    rest = decoder.forward(input_ids[:, P:], positions[:, P:], keep=0)  # [B, K - 1, V]
+    return torch.cat([head, rest], dim=1)
