@@ -261,6 +261,54 @@ def test_dpo_reference_scores_the_same_through_either_path(tmp_path):
     torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
 
 
+def test_dpo_scores_each_pairs_prompt_once_with_the_right_padded_passs_values_and_gradients(tmp_path):
+    """DPO's batches align the prompts (left-padded) and the completions (right-padded), so the chosen
+    and the rejected row of a pair share the prompt block, which the lean pass runs once; the sums,
+    scored logits and gradients equal ``forward`` over the plain right-padded rows."""
+    from alignlings.trainers import DPOConfig, DPOTrainer, decode, toy
+    from alignlings.trainers.data import collate_sequences
+
+    tok = toy.make_tokenizer()
+    pairs = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 10)} for a, b in
+             [(1, 2), (10, 5), (7, 7), (99, 1)]]
+    args = DPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1, disable_tqdm=True,
+                     save_steps=0, save_final_model=False)
+    trainer = DPOTrainer(toy.make_model(tok, n_layer=2, n_embd=32, n_head=2), args=args, train_dataset=pairs,
+                         processing_class=tok)
+    indices = [0, 1, 2, 3]
+    aligned = trainer.collate(indices)
+    seqs = [trainer.sequences[i][0] for i in indices] + [trainer.sequences[i][1] for i in indices]
+    starts = [len(trainer.rows[i]["prompt_chosen"]) for i in indices] + [len(trainer.rows[i]["prompt_rejected"]) for i in indices]
+    plain = collate_sequences(seqs, starts, trainer.pad_id)
+    assert aligned["input_ids"].shape != plain["input_ids"].shape or not torch.equal(aligned["input_ids"], plain["input_ids"])
+    seen = []
+    forward = decode.LeanDecoder.shared_forward
+
+    def counting(self, input_ids, positions, first, inverse, keep=1):
+        seen.append(len(first))
+        return forward(self, input_ids, positions, first, inverse, keep)
+
+    model = trainer.model
+    params = [p for p in model.parameters() if p.requires_grad]
+    results = []
+    for batch, lean in ((aligned, True), (plain, False)):
+        model.zero_grad()
+        decode.LeanDecoder.shared_forward = counting
+        try:
+            total, lengths, logits = trainer.sequence_logps(model, batch, lean=lean)
+        finally:
+            decode.LeanDecoder.shared_forward = forward
+        total.sum().backward()
+        results.append((total.detach(), lengths, logits.detach(), [p.grad.clone() for p in params]))
+    assert seen == [4]  # four distinct prompts for the eight rows, in the aligned pass only
+    (a_sum, a_len, a_logits, a_grads), (b_sum, b_len, b_logits, b_grads) = results
+    torch.testing.assert_close(a_sum, b_sum, atol=1e-5, rtol=1e-5)
+    assert torch.equal(a_len, b_len)
+    torch.testing.assert_close(a_logits, b_logits, atol=2e-5, rtol=1e-5)
+    for a, b in zip(a_grads, b_grads):
+        torch.testing.assert_close(a, b, atol=3e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("make", MAKERS + [lora_llama], ids=FAMILY_IDS + ["lora-llama"])
 def test_a_training_pass_gives_forwards_gradients(make):
     """With dropout off (the trainers' ``disable_dropout``) and in training mode, one lean pass gives

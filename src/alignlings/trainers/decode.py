@@ -427,8 +427,9 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     autograd works through it as through ``forward``); None where ``lean_decoder`` has no decoder
     for ``model``. Positions follow the attention mask.
 
-    With ``logits_to_keep`` = K and rows that share their first T - K + 1 tokens (GRPO's G
-    completions of one prompt), that prefix runs once per distinct row (``shared_prefix_logits``).
+    With ``logits_to_keep`` = K (or a ``select`` inside the last K columns) and rows that share their
+    first T - K + 1 tokens (GRPO's G completions of one prompt; DPO's chosen and rejected rows of one
+    prompt), that prefix runs once per distinct row (``shared_prefix_logits``).
 
     ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
     own ``forward`` (``modeling.lm_logits`` takes care of that)."""
@@ -436,6 +437,12 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
         shared = shared_prefix_logits(model, input_ids, attention_mask, logits_to_keep)
         if shared is not None:
             return shared
+    if select is not None and select.any():
+        # the selected positions all lie in the last K columns: a shared prefix may run once
+        K = input_ids.shape[1] - int(select.any(0).nonzero()[0])
+        shared = shared_prefix_logits(model, input_ids, attention_mask, K)
+        if shared is not None:
+            return shared[select[:, -K:]]  # [N, V], row-major as h[select]
     decoder = lean_decoder(model, attention_mask, cache=False)
     if decoder is None:
         return None
