@@ -27,6 +27,28 @@ PROMPTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14]]
 NEW = 5
 
 
+@pytest.fixture
+def share_always(monkeypatch):
+    """Share any repeated prefix, however short (the tests' batches are far under the default)."""
+    from alignlings.trainers import decode
+
+    monkeypatch.setattr(decode, "SHARE_MIN_POSITIONS", 0)
+
+
+def test_short_repeated_prefixes_are_not_shared():
+    from alignlings.trainers import decode
+
+    model = gpt2()
+    ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(3)], PAD)  # 8 repeats x 4 tokens
+    with torch.inference_mode():
+        decoder = lean_decoder(model, torch.cat([mask, torch.ones_like(mask)], 1))
+        sizes, forward = [], decoder.forward
+        decoder.forward = lambda x, *a, **k: sizes.append(x.shape[0]) or forward(x, *a, **k)
+        decoder.prefill(ids, position_ids(mask))
+    assert sizes == [ids.shape[0]]
+    assert decode.distinct_rows(ids, ids.shape[1]) is None and decode.distinct_rows(ids) is not None
+
+
 def gpt2(**kw):
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -147,7 +169,7 @@ def test_prefill_and_steps_give_forwards_logits(make, kind):
 
 
 @pytest.mark.parametrize("make, kind", FAMILIES, ids=FAMILY_IDS)
-def test_a_shared_prefill_computes_each_distinct_prompt_once_and_gives_every_rows_logits(make, kind):
+def test_a_shared_prefill_computes_each_distinct_prompt_once_and_gives_every_rows_logits(make, kind, share_always):
     model = make()
     G = 3  # GRPO's layout: each prompt G times, adjacent
     ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(G)], PAD)
@@ -261,7 +283,7 @@ def test_dpo_reference_scores_the_same_through_either_path(tmp_path):
     torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
 
 
-def test_dpo_scores_each_pairs_prompt_once_with_the_right_padded_passs_values_and_gradients(tmp_path):
+def test_dpo_scores_each_pairs_prompt_once_with_the_right_padded_passs_values_and_gradients(tmp_path, share_always):
     """DPO's batches align the prompts (left-padded) and the completions (right-padded), so the chosen
     and the rejected row of a pair share the prompt block, which the lean pass runs once; the sums,
     scored logits and gradients equal ``forward`` over the plain right-padded rows."""
@@ -341,7 +363,7 @@ def test_a_training_pass_gives_forwards_gradients(make):
 
 
 @pytest.mark.parametrize("make", MAKERS + [lora_llama], ids=FAMILY_IDS + ["lora-llama"])
-def test_grpo_rows_sharing_a_prompt_score_it_once_with_forwards_logits_and_gradients(make):
+def test_grpo_rows_sharing_a_prompt_score_it_once_with_forwards_logits_and_gradients(make, share_always):
     """GRPO's loss pass: G completions of each (left-padded) prompt, scored with ``logits_to_keep`` =
     C + 1. The shared prompt runs once per distinct prompt, and the logits and every gradient equal
     ``forward``'s over the whole rows."""
