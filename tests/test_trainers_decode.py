@@ -32,7 +32,7 @@ def share_always(monkeypatch):
     """Share any repeated prefix, however short (the tests' batches are far under the default)."""
     from alignlings.trainers import decode
 
-    monkeypatch.setattr(decode, "SHARE_MIN_POSITIONS", 0)
+    monkeypatch.setattr(decode, "SHARE_MIN_WORK", 0)
 
 
 def test_short_repeated_prefixes_are_not_shared():

@@ -80,21 +80,28 @@ def _direct(module: Any) -> Any:
     return module
 
 
-#: A shared prefix runs once per distinct row only when that skips at least this many token positions
-#: ((B - distinct rows) x prefix length). Below it the second pass's fixed cost (a decoder with a
+#: A shared prefix runs once per distinct row only when the work it skips, (B - distinct rows) x
+#: prefix length x hidden size, reaches this. Below it the second pass's fixed cost (a decoder with a
 #: cache, explicit masks, twice the kernel calls) outweighs the arithmetic saved: on the benchmark's
-#: tiny model (8 DPO pairs of ~6-token prompts: 48 positions) sharing made a step ~1.7x slower, on
-#: the mid one (96-token prompts: 768 positions; GRPO 7 x 64 = 448) it saves a fifth of the step.
-SHARE_MIN_POSITIONS = 256
+#: tiny model (8 DPO pairs of ~6-token prompts, width 64: 3k) sharing made a step ~1.7x slower; at the
+#: mid size (width 256; DPO 8 x 96 prompt positions: 197k, GRPO 7 x 64: 115k) and at GPT-2 small's
+#: (width 768; DPO 2 x 96, GRPO 3 x 64: 147k) it saves a fifth of the step or more.
+SHARE_MIN_WORK = 32768
 
 
-def distinct_rows(rows: torch.Tensor, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+def hidden_size(model: Any) -> int:
+    """The model's hidden width (``hidden_size``; GPT-2 maps it to ``n_embd``), 1 when unknown."""
+    return int(getattr(getattr(_base(model), "config", None), "hidden_size", 1) or 1)
+
+
+def distinct_rows(rows: torch.Tensor, width: int | None = None,
+                  hidden: int = 1) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(first, inverse) for a [B, K] tensor with repeated rows: ``first`` [U] the index of each distinct
     row's first occurrence, ``inverse`` [B] which distinct row each row is; None when all B differ, or
-    when ``(B - U) * width`` (the prefix positions sharing would skip) is under ``SHARE_MIN_POSITIONS``."""
+    when ``(B - U) * width * hidden`` (the work sharing would skip) is under ``SHARE_MIN_WORK``."""
     distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
     B, U = rows.shape[0], distinct.shape[0]
-    if U == B or (width is not None and (B - U) * width < SHARE_MIN_POSITIONS):
+    if U == B or (width is not None and (B - U) * width * hidden < SHARE_MIN_WORK):
         return None
     first = torch.full((U,), B, dtype=torch.long, device=rows.device)
     first = first.scatter_reduce(0, inverse, torch.arange(B, device=rows.device), reduce="amin")
@@ -213,7 +220,8 @@ class LeanDecoder:
         if not self.cache or self.length or self.hooked:
             return self.forward(input_ids, positions)
         P = input_ids.shape[1]
-        shared = distinct_rows(torch.cat([input_ids, positions, self.key_mask[:, :P].long()], dim=1), P)
+        shared = distinct_rows(torch.cat([input_ids, positions, self.key_mask[:, :P].long()], dim=1), P,
+                               hidden_size(self.model))
         if shared is None:
             return self.forward(input_ids, positions)
         return self.shared_forward(input_ids, positions, *shared)
@@ -477,7 +485,7 @@ def shared_prefix_logits(model: Any, input_ids: torch.Tensor, attention_mask: to
     P = T - logits_to_keep + 1
     if not 1 < P < T:
         return None
-    shared = distinct_rows(torch.cat([input_ids[:, :P], attention_mask[:, :P].long()], dim=1), P)
+    shared = distinct_rows(torch.cat([input_ids[:, :P], attention_mask[:, :P].long()], dim=1), P, hidden_size(model))
     if shared is None:
         return None
     decoder = lean_decoder(model, attention_mask, cache=True, scoring=True)

@@ -63,6 +63,7 @@ class DPOTrainer(BaseTrainer):
         check_columns(dataset, ("prompt", "chosen", "rejected"), "DPOTrainer")
         super().__init__(prepare_model(model, args, peft_config), args, dataset, processing_class)
         self.pad_id = pad_token_id(processing_class)
+        self.hidden = decode.hidden_size(self.unwrapped_model)
         self.rows = [r for r in (self._tokenize(row) for row in dataset) if r is not None]
         if not self.rows:
             raise ValueError(
@@ -114,13 +115,13 @@ class DPOTrainer(BaseTrainer):
         """[2b, T] rows: the b prompt+chosen rows, then the b prompt+rejected rows.
 
         Right-padded (``collate_sequences``); or, where the pairs' shared prompts are long enough for
-        the lean pass to score each once for both rows (``decode.SHARE_MIN_POSITIONS``), with the
+        the lean pass to score each once for both rows (``decode.SHARE_MIN_WORK``), with the
         prompts left-padded and the completions right-padded after them (``collate_aligned``)."""
         seqs = [self.sequences[i][0] for i in indices] + [self.sequences[i][1] for i in indices]
         starts = [len(self.rows[i]["prompt_chosen"]) for i in indices] + [len(self.rows[i]["prompt_rejected"]) for i in indices]
         shared = sum(len(self.rows[i]["prompt_chosen"]) for i in indices
                      if self.rows[i]["prompt_chosen"] == self.rows[i]["prompt_rejected"])
-        collate = collate_aligned if shared >= decode.SHARE_MIN_POSITIONS else collate_sequences
+        collate = collate_aligned if shared * self.hidden >= decode.SHARE_MIN_WORK else collate_sequences
         batch = collate(seqs, starts, self.pad_id)
         return {k: v.to(self.device) for k, v in batch.items()}
 
