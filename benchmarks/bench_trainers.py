@@ -35,6 +35,10 @@ per-step machinery. Achieved FLOP/s: the model FLOPs of a step (2 per weight per
 backward, plus attention's ``4 L T d`` per token forward; the LM head only at positions whose logits
 are used, see ``_flops_per_step``) times steps per CPU second, as a fraction of this machine's
 float32 matmul rate measured in the same run with the same threads (a 1024^3 ``torch.mm``).
+These are the FLOPs of the whole rows, the work TRL does: where a prompt repeats (GRPO's G rows of
+one prompt; a DPO pair's chosen and rejected rows) and the repeat is large enough
+(``decode.SHARE_MIN_WORK``: the mid and GPT-2 sizes), ours runs it once, so its figure is the rate
+that would do the whole rows' work in its time, not what its kernels reach.
 
 Results: median over ``--repeats``, printed as tables and, for a full run (all sizes and cases),
 written to ``benchmarks/results/bench_trainers.{json,md}``. Timing goals live here, not in the tests.

@@ -27,6 +27,28 @@ PROMPTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13], [14]]
 NEW = 5
 
 
+@pytest.fixture
+def share_always(monkeypatch):
+    """Share any repeated prefix, however short (the tests' batches are far under the default)."""
+    from alignlings.trainers import decode
+
+    monkeypatch.setattr(decode, "SHARE_MIN_WORK", 0)
+
+
+def test_short_repeated_prefixes_are_not_shared():
+    from alignlings.trainers import decode
+
+    model = gpt2()
+    ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(3)], PAD)  # 8 repeats x 4 tokens
+    with torch.inference_mode():
+        decoder = lean_decoder(model, torch.cat([mask, torch.ones_like(mask)], 1))
+        sizes, forward = [], decoder.forward
+        decoder.forward = lambda x, *a, **k: sizes.append(x.shape[0]) or forward(x, *a, **k)
+        decoder.prefill(ids, position_ids(mask))
+    assert sizes == [ids.shape[0]]
+    assert decode.distinct_rows(ids, ids.shape[1]) is None and decode.distinct_rows(ids) is not None
+
+
 def gpt2(**kw):
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -146,6 +168,42 @@ def test_prefill_and_steps_give_forwards_logits(make, kind):
         torch.testing.assert_close(logits, expected[:, P - 1 + t], atol=2e-5, rtol=1e-5, msg=f"position {t}")
 
 
+@pytest.mark.parametrize("make, kind", FAMILIES, ids=FAMILY_IDS)
+def test_a_shared_prefill_computes_each_distinct_prompt_once_and_gives_every_rows_logits(make, kind, share_always):
+    model = make()
+    G = 3  # GRPO's layout: each prompt G times, adjacent
+    ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(G)], PAD)
+    B, P = ids.shape
+    torch.manual_seed(1)
+    new = torch.randint(2, V, (B, NEW))  # every row its own continuation
+    full_ids = torch.cat([ids, new], dim=1)
+    full_mask = torch.cat([mask, torch.ones_like(new)], dim=1)
+    expected = _forward_logits(model, full_ids, full_mask)  # [B, P + NEW, V]
+    positions = position_ids(full_mask)
+    with torch.inference_mode():
+        decoder = lean_decoder(model, full_mask)
+        assert isinstance(decoder, kind)
+        seen, forward = [], decoder.forward
+        decoder.forward = lambda x, *a, **k: seen.append(x.shape[0]) or forward(x, *a, **k)
+        got = [decoder.prefill(ids, positions[:, :P])[:, -1]]
+        assert seen == [len(PROMPTS)]  # the distinct prompts only
+        for t in range(NEW - 1):
+            got.append(decoder.forward(new[:, t: t + 1], positions[:, P + t: P + t + 1])[:, -1])
+    assert seen == [len(PROMPTS)] + [B] * (NEW - 1)
+    for t, logits in enumerate(got):
+        torch.testing.assert_close(logits, expected[:, P - 1 + t], atol=2e-5, rtol=1e-5, msg=f"position {t}")
+
+
+def test_a_hooked_model_prefills_every_row():
+    model = gpt2()
+    sizes = []
+    handle = model.lm_head.register_forward_hook(lambda m, a, out: sizes.append(out.shape[0]))
+    ids, mask = left_pad_prompts([p for p in PROMPTS for _ in range(2)], PAD)
+    sample_with_cache(model, ids, mask, max_new_tokens=2, eos_ids=[EOS], pad_id=PAD)
+    handle.remove()
+    assert sizes[0] == 2 * len(PROMPTS)  # the hook sees the whole batch, as under forward
+
+
 def test_unsupported_models_and_settings_get_no_decoder_and_still_sample():
     from transformers import Gemma2Config, Gemma2ForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM
 
@@ -225,6 +283,54 @@ def test_dpo_reference_scores_the_same_through_either_path(tmp_path):
     torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
 
 
+def test_dpo_scores_each_pairs_prompt_once_with_the_right_padded_passs_values_and_gradients(tmp_path, share_always):
+    """DPO's batches align the prompts (left-padded) and the completions (right-padded), so the chosen
+    and the rejected row of a pair share the prompt block, which the lean pass runs once; the sums,
+    scored logits and gradients equal ``forward`` over the plain right-padded rows."""
+    from alignlings.trainers import DPOConfig, DPOTrainer, decode, toy
+    from alignlings.trainers.data import collate_sequences
+
+    tok = toy.make_tokenizer()
+    pairs = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 10)} for a, b in
+             [(1, 2), (10, 5), (7, 7), (99, 1)]]
+    args = DPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=1, disable_tqdm=True,
+                     save_steps=0, save_final_model=False)
+    trainer = DPOTrainer(toy.make_model(tok, n_layer=2, n_embd=32, n_head=2), args=args, train_dataset=pairs,
+                         processing_class=tok)
+    indices = [0, 1, 2, 3]
+    aligned = trainer.collate(indices)
+    seqs = [trainer.sequences[i][0] for i in indices] + [trainer.sequences[i][1] for i in indices]
+    starts = [len(trainer.rows[i]["prompt_chosen"]) for i in indices] + [len(trainer.rows[i]["prompt_rejected"]) for i in indices]
+    plain = collate_sequences(seqs, starts, trainer.pad_id)
+    assert aligned["input_ids"].shape != plain["input_ids"].shape or not torch.equal(aligned["input_ids"], plain["input_ids"])
+    seen = []
+    forward = decode.LeanDecoder.shared_forward
+
+    def counting(self, input_ids, positions, first, inverse, keep=1):
+        seen.append(len(first))
+        return forward(self, input_ids, positions, first, inverse, keep)
+
+    model = trainer.model
+    params = [p for p in model.parameters() if p.requires_grad]
+    results = []
+    for batch, lean in ((aligned, True), (plain, False)):
+        model.zero_grad()
+        decode.LeanDecoder.shared_forward = counting
+        try:
+            total, lengths, logits = trainer.sequence_logps(model, batch, lean=lean)
+        finally:
+            decode.LeanDecoder.shared_forward = forward
+        total.sum().backward()
+        results.append((total.detach(), lengths, logits.detach(), [p.grad.clone() for p in params]))
+    assert seen == [4]  # four distinct prompts for the eight rows, in the aligned pass only
+    (a_sum, a_len, a_logits, a_grads), (b_sum, b_len, b_logits, b_grads) = results
+    torch.testing.assert_close(a_sum, b_sum, atol=1e-5, rtol=1e-5)
+    assert torch.equal(a_len, b_len)
+    torch.testing.assert_close(a_logits, b_logits, atol=2e-5, rtol=1e-5)
+    for a, b in zip(a_grads, b_grads):
+        torch.testing.assert_close(a, b, atol=3e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("make", MAKERS + [lora_llama], ids=FAMILY_IDS + ["lora-llama"])
 def test_a_training_pass_gives_forwards_gradients(make):
     """With dropout off (the trainers' ``disable_dropout``) and in training mode, one lean pass gives
@@ -251,6 +357,56 @@ def test_a_training_pass_gives_forwards_gradients(make):
         loss = (logits.float().log_softmax(-1)[..., 3] * mask).sum()
         loss.backward()
         grads.append([p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=3e-5, rtol=1e-4)
+    assert any(g.abs().sum() > 0 for g in grads[0])
+
+
+@pytest.mark.parametrize("make", MAKERS + [lora_llama], ids=FAMILY_IDS + ["lora-llama"])
+def test_grpo_rows_sharing_a_prompt_score_it_once_with_forwards_logits_and_gradients(make, share_always):
+    """GRPO's loss pass: G completions of each (left-padded) prompt, scored with ``logits_to_keep`` =
+    C + 1. The shared prompt runs once per distinct prompt, and the logits and every gradient equal
+    ``forward``'s over the whole rows."""
+    from alignlings.trainers import decode
+    from alignlings.trainers.modeling import disable_dropout
+
+    model = make()
+    disable_dropout(model)
+    model.train()
+    G, C = 3, 4
+    prompts, prompt_mask = left_pad_prompts([p for p in PROMPTS[:3] for _ in range(G)], PAD)
+    torch.manual_seed(2)
+    completions = torch.randint(2, V, (prompts.shape[0], C))
+    completion_mask = torch.ones_like(completions)
+    completion_mask[0, 2:] = 0  # a row that ended early: right padding after its EOS
+    completions[0, 2:] = PAD
+    ids, mask = torch.cat([prompts, completions], 1), torch.cat([prompt_mask, completion_mask], 1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    seen = []
+    forward = decode.LeanDecoder.shared_forward
+
+    def counting(self, input_ids, positions, first, inverse, keep=1):
+        seen.append(len(first))
+        return forward(self, input_ids, positions, first, inverse, keep)
+
+    grads, outs = [], []
+    for lean in (True, False):
+        model.zero_grad()
+        if lean:
+            decode.LeanDecoder.shared_forward = counting
+            try:
+                logits = decode.lean_logits(model, ids, mask, logits_to_keep=C + 1)
+            finally:
+                decode.LeanDecoder.shared_forward = forward
+        else:
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits[:, -(C + 1):]
+        scored = logits[:, :-1].float().log_softmax(-1).gather(-1, completions[..., None])[..., 0]
+        (scored * completion_mask).sum().backward()
+        outs.append(logits.detach())
+        grads.append([p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params])
+    assert seen == [3]  # the three distinct prompts, not the nine rows
+    real = torch.cat([torch.ones_like(completion_mask[:, :1]), completion_mask], 1).bool()  # padded queries: unread
+    torch.testing.assert_close(outs[0][real], outs[1][real], atol=2e-5, rtol=1e-5)
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, atol=3e-5, rtol=1e-4)
     assert any(g.abs().sum() > 0 for g in grads[0])

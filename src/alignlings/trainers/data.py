@@ -188,6 +188,25 @@ def collate_sequences(seqs: Sequence[torch.Tensor], starts: Sequence[int], pad_i
     }
 
 
+def collate_aligned(seqs: Sequence[torch.Tensor], starts: Sequence[int], pad_id: int) -> dict[str, torch.Tensor]:
+    """``collate_sequences``'s three [B, P + C] tensors with the prompts left-padded to a common width P
+    and the completions right-padded after them, so every completion starts at column P (GRPO's
+    layout). Rows that share a prompt then share the whole column block [:, :P], which the lean
+    scoring pass computes once (``decode.shared_prefix_logits``). Positions follow the attention
+    mask, so each row's values are those of its right-padded layout."""
+    B = len(seqs)
+    P = max(starts) if B else 0
+    C = max((len(s) - st for s, st in zip(seqs, starts)), default=0)
+    input_ids = torch.full((B, P + C), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((B, P + C), dtype=torch.long)
+    for i, (s, st) in enumerate(zip(seqs, starts)):
+        input_ids[i, P - st: P + len(s) - st] = s
+        attention_mask[i, P - st: P + len(s) - st] = 1
+    completion_mask = attention_mask.clone()
+    completion_mask[:, :P] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "completion_mask": completion_mask}
+
+
 def left_pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and attention mask [B, P] for ``generate``."""
     return pad(prompts, pad_id, "left"), pad([[1] * len(p) for p in prompts], 0, "left")

@@ -27,8 +27,9 @@ from alignlings.losses.dpo import dpo_loss, dpo_metrics
 from alignlings.trainers.base import BaseTrainer
 from alignlings.trainers.configs import DPOConfig
 from alignlings.trainers.data import (
-    check_columns, collate_sequences, load_rows, pad_token_id, tokenize_preference, truncate,
+    check_columns, collate_aligned, collate_sequences, load_rows, pad_token_id, tokenize_preference, truncate,
 )
+from alignlings.trainers import decode
 from alignlings.trainers.distributed import unwrap
 from alignlings.trainers.modeling import completion_token_logprobs, disable_dropout, is_peft_model, prepare_model
 
@@ -62,6 +63,7 @@ class DPOTrainer(BaseTrainer):
         check_columns(dataset, ("prompt", "chosen", "rejected"), "DPOTrainer")
         super().__init__(prepare_model(model, args, peft_config), args, dataset, processing_class)
         self.pad_id = pad_token_id(processing_class)
+        self.hidden = decode.hidden_size(self.unwrapped_model)
         self.rows = [r for r in (self._tokenize(row) for row in dataset) if r is not None]
         if not self.rows:
             raise ValueError(
@@ -110,10 +112,17 @@ class DPOTrainer(BaseTrainer):
         return {"prompt_chosen": p_c, "chosen": chosen, "prompt_rejected": p_r, "rejected": rejected}
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
-        """[2b, T] right-padded rows: the b prompt+chosen rows, then the b prompt+rejected rows."""
+        """[2b, T] rows: the b prompt+chosen rows, then the b prompt+rejected rows.
+
+        Right-padded (``collate_sequences``); or, where the pairs' shared prompts are long enough for
+        the lean pass to score each once for both rows (``decode.SHARE_MIN_WORK``), with the
+        prompts left-padded and the completions right-padded after them (``collate_aligned``)."""
         seqs = [self.sequences[i][0] for i in indices] + [self.sequences[i][1] for i in indices]
         starts = [len(self.rows[i]["prompt_chosen"]) for i in indices] + [len(self.rows[i]["prompt_rejected"]) for i in indices]
-        batch = collate_sequences(seqs, starts, self.pad_id)
+        shared = sum(len(self.rows[i]["prompt_chosen"]) for i in indices
+                     if self.rows[i]["prompt_chosen"] == self.rows[i]["prompt_rejected"])
+        collate = collate_aligned if shared * self.hidden >= decode.SHARE_MIN_WORK else collate_sequences
+        batch = collate(seqs, starts, self.pad_id)
         return {k: v.to(self.device) for k, v in batch.items()}
 
     # -- score ---------------------------------------------------------------------------------------

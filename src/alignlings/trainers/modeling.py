@@ -321,7 +321,7 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
         positions = position_ids(mask[:, :P])
         decoder = lean_decoder(model, mask) if lean else None
         if decoder is not None:
-            logits, past = decoder.forward(prompt_ids, positions)[:, -1].float(), None
+            logits, past = decoder.prefill(prompt_ids, positions)[:, -1].float(), None
         else:
             logits, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
         next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
