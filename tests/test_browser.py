@@ -93,7 +93,7 @@ def test_home_lists_the_pack_and_switches_to_chinese(page):
     page.wait_for_url(re.compile(r"lang=zh"))
     assert page.locator("html").get_attribute("lang") == "zh-CN"
     assert "练习" in page.inner_text("header nav")
-    assert PACK.get("dpo-loss").title["zh"] in page.inner_text(".exercise-list")
+    assert PACK.get("dpo-loss").title["zh"] in page.inner_text("[data-track=\"dpo-grpo/dpo-grpo-fill\"] .exercise-list")
     shot(page, "home-zh")
     page.goto("/progress")  # the choice sticks (cookie)
     assert "进度" in page.inner_text("h1")
