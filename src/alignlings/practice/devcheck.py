@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alignlings.practice import blanks as bl
+from alignlings.practice import kinds
 from alignlings.practice.pack import LANGS, Exercise, Pack
 
 MIN_HINTS = 3
@@ -93,14 +94,11 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     report = Report(ex.id)
     report.problems += check_texts(ex)
     report.checked.append("texts en+zh")
-    if ex.kind in ("bug", "bug-or-not"):  # spot-the-bug drills (alignlings.practice.bugdrill)
-        from alignlings.practice import bugdrill
-
-        problems, checked = (bugdrill.check_bug_drill(ex, grader) if ex.is_bug else bugdrill.check_bug_or_not(ex))
+    own = kinds.of(ex).dev_check(ex, grader)  # drills and quizzes prove themselves (practice.kinds)
+    if own is not None:
+        problems, checked = own
         report.problems += problems
         report.checked += checked
-        return report
-    if not ex.is_code:
         return report
     from alignlings.practice.grader import template_for
 

@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from alignlings.i18n import LANGS  # noqa: E402,F401 - the one list of languages
+from alignlings.practice import kinds
 from alignlings.practice.packdata import (  # noqa: F401 - re-exported, the pack's data types
     PackError, _read_toml, _lang_dict, Misconception, Equivalent, WrongFix, QuizOption, QuizQuestion, Texts, ExerciseTexts,
 )
@@ -37,18 +38,26 @@ class Exercise:
         self.key = self.key or self.id
 
     @property
+    def kind_spec(self) -> kinds.Kind:
+        """What this exercise's kind says (``practice.kinds``): grading, dev check, page, label."""
+        return kinds.of(self)
+
+    @property
     def is_code(self) -> bool:
         """Graded as a file by the grader: fill-in exercises ("code") and spot-the-bug drills ("bug")."""
-        return self.kind in ("code", "bug")
+        spec = kinds.REGISTRY.get(self.kind)
+        return bool(spec and spec.graded_as_file)
 
     @property
     def is_quiz(self) -> bool:
         """Answered by choosing options: the concept quiz ("quiz") and "bug-or-not" drills."""
-        return self.kind in ("quiz", "bug-or-not")
+        spec = kinds.REGISTRY.get(self.kind)
+        return bool(spec and spec.answered_by_choice)
 
     @property
     def is_bug(self) -> bool:
-        return self.kind == "bug"
+        spec = kinds.REGISTRY.get(self.kind)
+        return bool(spec and spec.starts_from_buggy_file)
 
     @cached_property
     def buggy_source(self) -> str:
@@ -294,8 +303,9 @@ def load_exercise(path: Path) -> Exercise:
     meta = _read_toml(path / "exercise.toml")
     where = f"{path / 'exercise.toml'}"
     kind = meta.get("kind", "code")
-    if kind not in KINDS:
-        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    if kind not in kinds.REGISTRY:  # the built-in KINDS and any kind registered since (practice.kinds)
+        known = KINDS + tuple(k for k in kinds.REGISTRY if k not in KINDS)
+        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, known))}, got {kind!r}")
     return Exercise(
         id=str(meta.get("id", path.name)),
         path=path,

@@ -236,7 +236,7 @@ def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> 
 def exercise_page(request: Request, exercise_id: str):
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
-    own_page = PAGES.get(ex.kind)  # a drill or quiz opens on its kind's own page (web/bugdrill, web/quiz)
+    own_page = PAGES.get(ex.kind_spec.web_page or "")  # a drill or quiz opens on its kind's own page
     if own_page is not None:
         return own_page(request, ex)
     texts = ex.texts(lang)

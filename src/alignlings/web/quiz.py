@@ -106,7 +106,7 @@ def quiz_page(request: Request, only: str | None = None):
                                "rounds": rounds, "next": nxt})
 
 
-@page("quiz")
+@page("quiz")  # the web_page of practice.kinds.quiz and .bug_or_not
 @page("bug-or-not")
 def drill_page(request: Request, ex: Exercise):
     """A quiz or bug-or-not exercise's own page (``GET /exercises/{id}``): the quiz page with only it."""
