@@ -51,4 +51,4 @@ def start(
         out.print(MSG["backup"][lang].format(path=backup(path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(template_for(ex, lang), encoding="utf-8")
-    out.print(escape(MSG["wrote_bug" if ex.is_bug else "wrote"][lang].format(path=path, id=ex.key, pack=pack_args(pack))))
+    out.print(escape(MSG[ex.kind_spec.cli_wrote][lang].format(path=path, id=ex.key, pack=pack_args(pack))))

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import ast
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alignlings import i18n
-from alignlings.practice.pack import Exercise, PackError, QuizOption, QuizQuestion, WrongFix, _lang_dict, _read_toml
+from alignlings.practice.packdata import PackError, QuizOption, QuizQuestion, WrongFix, _lang_dict, _read_toml
+
+if TYPE_CHECKING:
+    from alignlings.practice.pack import Exercise
 
 MIN_WRONG_FIXES = 2
 MIN_REASONS = 3
@@ -157,7 +160,7 @@ def annotate(ex: Exercise, trusted, learner, code: str, verdict: dict, lang: str
     ``failing`` (case names), ``hint`` (toward the region, when it fails), ``wrong_fix`` (the id of
     the known wrong fix it behaves like) and ``message`` (its feedback), ``story`` (once passed)."""
     from alignlings.practice.feedback import case_name
-    from alignlings.practice.grader import _decode_cases, _same_behaviour
+    from alignlings.practice.behaviour import _decode_cases, _same_behaviour
 
     hunks = changes(ex.buggy_source, code)
     info: dict[str, Any] = {"changed": hunks, "changes": describe_changes(hunks, lang),

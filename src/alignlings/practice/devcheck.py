@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alignlings.practice import blanks as bl
+from alignlings.practice import kinds
 from alignlings.practice.pack import LANGS, Exercise, Pack
 
 MIN_HINTS = 3
@@ -50,7 +51,7 @@ def check_texts(ex: Exercise) -> list[str]:
             problems.append(f"texts/{lang}.toml: empty explanation")
         if lang not in ex.title:
             problems.append(f"exercise.toml: title has no {lang!r}")
-        if ex.kind == "code":
+        if kinds.of(ex).has_blanks:
             n = len(bl.find_blanks(ex.solution_source))
             if len(texts.blanks) != n:
                 problems.append(f"texts/{lang}.toml: {len(texts.blanks)} blank descriptions for {n} blanks")
@@ -58,7 +59,7 @@ def check_texts(ex: Exercise) -> list[str]:
                 if len(hints) < MIN_BLANK_HINTS:
                     problems.append(f"texts/{lang}.toml: blank_hints for blank {i}: {len(hints)}, "
                                     f"expected at least {MIN_BLANK_HINTS}")
-    if ex.kind == "code":
+    if kinds.of(ex).has_blanks:
         given = {lang for lang in LANGS if _blank_hints(ex, lang)}
         if given and given != set(LANGS):
             problems.append(f"blank_hints given in {', '.join(sorted(given))} only, expected every language")
@@ -93,14 +94,11 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     report = Report(ex.id)
     report.problems += check_texts(ex)
     report.checked.append("texts en+zh")
-    if ex.kind in ("bug", "bug-or-not"):  # spot-the-bug drills (alignlings.practice.bugdrill)
-        from alignlings.practice import bugdrill
-
-        problems, checked = (bugdrill.check_bug_drill(ex, grader) if ex.is_bug else bugdrill.check_bug_or_not(ex))
+    own = kinds.of(ex).dev_check(ex, grader)  # drills and quizzes prove themselves (practice.kinds)
+    if own is not None:
+        problems, checked = own
         report.problems += problems
         report.checked += checked
-        return report
-    if not ex.is_code:
         return report
     from alignlings.practice.grader import template_for
 
@@ -236,7 +234,7 @@ def locate(ex: Exercise, problem: str) -> str:
         return f"{path}:{first if text.startswith('buggy.py') else 1}: {text}"
     if text.startswith(("the reference solution", "the fixed solution.py")) or "template passes" in text:
         solution = ex.path / "solution.py"
-        return f"{solution}:{_line(solution, 'BLANK') if ex.kind == 'code' else 1}: {text}"
+        return f"{solution}:{_line(solution, 'BLANK') if kinds.of(ex).has_blanks else 1}: {text}"
     return f"{ex.path / 'exercise.toml'}:1: {text}"
 
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from alignlings.practice import blanks as bl
 from alignlings.practice import values as vals
+from alignlings.practice.behaviour import CaseResult, _decode_cases, _same_behaviour  # noqa: F401 - re-exported
 from alignlings.practice.casejob import NOT_RUN, TIMED_OUT
 from alignlings.practice.checks import MAX_VARIANTS
 from alignlings.practice.feedback import describe_case, msg
@@ -84,14 +85,6 @@ class GradingError(RuntimeError):
 
 
 @dataclass
-class CaseResult:
-    """One case of one module, decoded: a value, or the error it raised."""
-
-    value: Any = None
-    error: str | None = None
-
-
-@dataclass
 class TrustedRun:
     """What pack code alone produced for one exercise: case metadata, the reference's values, and
     each misconception's results on the per-blank cases."""
@@ -108,42 +101,6 @@ class TrustedRun:
 
     def blank_cases(self) -> list[dict]:
         return [m for m in self.meta if m["scope"] == "all"]
-
-
-def _decode_cases(raw: Any, names: list[str]) -> tuple[dict[str, CaseResult], str | None]:
-    """A job's case results, accepted only in the expected form and only for the expected names."""
-    if not isinstance(raw, dict) or set(raw) != set(names):
-        got = sorted(map(str, raw)) if isinstance(raw, dict) else type(raw).__name__
-        return {}, f"the run reported cases {got}, not the exercise's own {sorted(names)}"
-    out = {}
-    for name in names:
-        item = raw[name]
-        if isinstance(item, dict) and set(item) == {"error"} and isinstance(item["error"], str):
-            out[name] = CaseResult(error=item["error"][:4000])
-        elif isinstance(item, dict) and set(item) == {"value"}:
-            try:
-                out[name] = CaseResult(value=vals.decode(item["value"]))
-            except vals.DecodeError as exc:
-                return {}, f"case {name!r} came back in an unreadable form ({exc})"
-        else:
-            return {}, f"case {name!r} came back in an unexpected form"
-    return out, None
-
-
-def _same_behaviour(a: dict[str, CaseResult], b: dict[str, CaseResult], names: list[str], *,
-                    rtol: float = 1e-4, atol: float = 1e-5) -> bool:
-    """Two modules behave alike when every case errors alike or returns matching values."""
-    for name in names:
-        ra, rb = a[name], b[name]
-        if (ra.error is None) != (rb.error is None):
-            return False
-        if ra.error is not None and rb.error is not None:
-            if ra.error.split(":")[0] != rb.error.split(":")[0]:
-                return False
-            continue
-        if vals.compare(rb.value, ra.value, rtol=rtol, atol=atol, equal_nan=True) is not None:
-            return False
-    return True
 
 
 def fold_variant(variant: int) -> int:

@@ -6,92 +6,16 @@ neither torch nor the learner's code, so listing exercises stays fast.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
 from alignlings.i18n import LANGS  # noqa: E402,F401 - the one list of languages
-
-
-class PackError(ValueError):
-    """A pack or exercise folder is malformed; the message names the file and the field."""
-
-
-def _read_toml(path: Path) -> dict:
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise PackError(f"{path}: file missing") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PackError(f"{path}: invalid TOML: {exc}") from None
-
-
-def _lang_dict(value, where: str) -> dict[str, str]:
-    if isinstance(value, str):
-        return {lang: value for lang in LANGS}
-    if not isinstance(value, dict):
-        raise PackError(f"{where}: expected a table with 'en' and 'zh', got {type(value).__name__}")
-    return {str(k): str(v) for k, v in value.items()}
-
-
-@dataclass(frozen=True)
-class Misconception:
-    id: str
-    blank: int
-    fill: str
-    feedback: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Equivalent:
-    """A right answer written differently from the reference; ``dev check`` proves it passes."""
-
-    blank: int
-    fill: str
-
-
-@dataclass(frozen=True)
-class WrongFix:
-    """A known wrong fix of a ``bug`` drill (``[[wrong_fix]]`` in misconceptions.toml): buggy.py with
-    ``find`` replaced by ``replace`` (or the whole ``file``), and the feedback it earns."""
-
-    id: str
-    feedback: dict[str, str]
-    find: str = ""
-    replace: str = ""
-    file: str = ""
-
-
-@dataclass(frozen=True)
-class QuizOption:
-    text: dict[str, str]
-    why: dict[str, str]
-
-
-@dataclass(frozen=True)
-class QuizQuestion:
-    id: str
-    question: dict[str, str]
-    options: tuple[QuizOption, ...]
-    answer: int
-
-
-@dataclass(frozen=True)
-class Texts:
-    statement: str
-    blanks: tuple[str, ...]
-    hints: tuple[str, ...]
-    explanation: str
-    comments: dict[str, str] = field(default_factory=dict)
-    # per blank, hints from a nudge to the answer (``alignlings hint ID --blank N``, the web's hint button)
-    blank_hints: tuple[tuple[str, ...], ...] = ()
-    story: str = ""  # ``bug`` drills: the real bug (repository, issue/PR, what users saw, the fix), shown once solved
-
-
-ExerciseTexts = Texts
+from alignlings.practice import kinds
+from alignlings.practice.packdata import (  # noqa: F401 - re-exported, the pack's data types
+    PackError, _read_toml, _lang_dict, Misconception, Equivalent, WrongFix, QuizOption, QuizQuestion, Texts, ExerciseTexts,
+)
 
 
 @dataclass
@@ -114,18 +38,26 @@ class Exercise:
         self.key = self.key or self.id
 
     @property
+    def kind_spec(self) -> kinds.Kind:
+        """What this exercise's kind says (``practice.kinds``): grading, dev check, page, label."""
+        return kinds.of(self)
+
+    @property
     def is_code(self) -> bool:
         """Graded as a file by the grader: fill-in exercises ("code") and spot-the-bug drills ("bug")."""
-        return self.kind in ("code", "bug")
+        spec = kinds.REGISTRY.get(self.kind)
+        return bool(spec and spec.graded_as_file)
 
     @property
     def is_quiz(self) -> bool:
         """Answered by choosing options: the concept quiz ("quiz") and "bug-or-not" drills."""
-        return self.kind in ("quiz", "bug-or-not")
+        spec = kinds.REGISTRY.get(self.kind)
+        return bool(spec and spec.answered_by_choice)
 
     @property
     def is_bug(self) -> bool:
-        return self.kind == "bug"
+        spec = kinds.REGISTRY.get(self.kind)
+        return bool(spec and spec.starts_from_buggy_file)
 
     @cached_property
     def buggy_source(self) -> str:
@@ -371,8 +303,9 @@ def load_exercise(path: Path) -> Exercise:
     meta = _read_toml(path / "exercise.toml")
     where = f"{path / 'exercise.toml'}"
     kind = meta.get("kind", "code")
-    if kind not in KINDS:
-        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    if kind not in kinds.REGISTRY:  # the built-in KINDS and any kind registered since (practice.kinds)
+        known = KINDS + tuple(k for k in kinds.REGISTRY if k not in KINDS)
+        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, known))}, got {kind!r}")
     return Exercise(
         id=str(meta.get("id", path.name)),
         path=path,

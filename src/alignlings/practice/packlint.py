@@ -98,7 +98,7 @@ def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Proble
         for tags in review.blank_concepts(ex).values():
             where += [(ex.path / "exercise.toml", t) for t in tags]
         where += [(ex.path / "exercise.toml", t) for t in review.drill_concepts(ex)]
-        if ex.is_code and not ex.is_bug:
+        if ex.kind_spec.has_blanks:
             raw = {m.get("id"): m for m in _toml_tables(ex.path / "misconceptions.toml", "misconception")}
             for m in ex.misconceptions:
                 where += [(ex.path / "misconceptions.toml", t) for t in (raw.get(m.id, {}).get("concepts") or ())]

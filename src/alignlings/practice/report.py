@@ -211,7 +211,7 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
                     solved += 1
                 else:
                     stuck += 1
-        names = {m.id: m for m in ex.misconceptions} if ex.is_code and not ex.is_bug else {}
+        names = {m.id: m for m in ex.misconceptions} if ex.kind_spec.has_blanks else {}
         rows.append({
             "exercise": ex.key, "pack": ex.pack, "track": track_of(course, ex),
             "title": ex.title.get(lang) or ex.title.get("en") or ex.id,

@@ -18,7 +18,8 @@ from alignlings import i18n
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
-from alignlings.web.context import ctx, get_exercise, lang_of, practice, render_page
+from alignlings.web.context import get_exercise, lang_of, practice, render_page
+from alignlings.web.helpers import hints_taken, neighbours, page, web_statement
 from alignlings.web.i18n import learner, ui
 
 router = APIRouter()
@@ -83,25 +84,9 @@ def last_code(request: Request, ex: Exercise) -> str | None:
     return None
 
 
-def neighbours(request: Request, ex: Exercise, lang: str) -> tuple[dict | None, dict | None]:
-    """The exercises before and after ``ex`` in the course (``{id, title, url}``, None at an end)."""
-    pack = ctx(request).pack
-    order = list(pack.exercises)
-    i = order.index(ex.key) if ex.key in order else order.index(ex.id)
-
-    def link(j: int) -> dict | None:
-        if not 0 <= j < len(order):
-            return None
-        other = pack.get(order[j])
-        return {"id": other.key, "title": other.title.get(lang, other.id), "url": f"/exercises/{other.key}"}
-
-    return link(i - 1), link(i + 1)
-
-
+@page("bug")
 def bug_page(request: Request, ex: Exercise):
     """The drill's page (``GET /exercises/{id}`` for a bug drill)."""
-    from alignlings.web.exercises import hints_taken, web_statement
-
     lang = lang_of(request)
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)  # as the hint route records them

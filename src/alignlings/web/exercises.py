@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import logging
-import re
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -21,6 +20,7 @@ from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
 from alignlings.web.context import call, ctx, get_exercise, graded, lang_of, practice, render_page
+from alignlings.web.helpers import PAGES, hints_taken, public_question, web_statement  # noqa: F401 - re-exported
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
@@ -75,26 +75,6 @@ def last_fills(request: Request, ex: Exercise) -> dict[int, str]:
     return last_attempt(request, ex)[0]
 
 
-_RUN_THE_FILE = re.compile(r"`python [\w./-]+\.py`")
-
-
-def web_statement(text: str) -> str:
-    """The statement without the sentences that tell a terminal learner to run the file
-    (``python dpo_loss.py``): in the web app, Check runs it and shows its output."""
-    paragraphs = re.split(r"(\n\s*\n)", text)
-    out = []
-    for para in paragraphs:
-        if _RUN_THE_FILE.search(para):
-            sentences = re.split(r"(?<=[.。!?！？])\s+|(?<=[。！？])", para)
-            kept = [x for x in sentences if x and not _RUN_THE_FILE.search(x)]
-            para = "".join(x if not i or kept[i - 1].endswith(("。", "！", "？")) else " " + x
-                           for i, x in enumerate(kept))
-            if not para.strip():
-                continue
-        out.append(para)
-    return "".join(out).strip() + "\n"
-
-
 def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) -> str:
     """The template in ``lang``, highlighted, with an input per blank and a feedback row under it
     (and a hint button after the blank where the pack has hints for it)."""
@@ -125,11 +105,6 @@ def template_html(ex: Exercise, lang: str, fills: dict[int, str] | None = None) 
             f'<span class="blank-fb" data-index="{b.index}" hidden></span>'
             f'<span class="blank-hints" data-index="{b.index}" hidden></span>')
     return render.highlight(source, holes, after_line)
-
-
-def hints_taken(request: Request, ex: Exercise) -> int:
-    """How many of the exercise's own hints were taken since the last reset (per-blank ones apart)."""
-    return practice(request).hint_state(ex).exercise
 
 
 # -- JSON API --------------------------------------------------------------------------------
@@ -164,8 +139,6 @@ def exercise_detail(request: Request, exercise_id: str) -> dict:
                           "todo": texts.blanks[b.index - 1] if b.index - 1 < len(texts.blanks) else ""}
                          for b in _blanks(ex)]
     else:
-        from alignlings.web.quiz import public_question
-
         out["questions"] = [public_question(ex, q, lang) for q in ex.quiz]
     return out
 
@@ -263,14 +236,9 @@ def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> 
 def exercise_page(request: Request, exercise_id: str):
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
-    if ex.is_bug:  # spot-the-bug drill: the whole file in an editor (alignlings.web.bugdrill)
-        from alignlings.web.bugdrill import bug_page
-
-        return bug_page(request, ex)
-    if not ex.is_code:
-        from alignlings.web.quiz import quiz_page
-
-        return quiz_page(request, only=ex.key)
+    own_page = PAGES.get(ex.kind_spec.web_page or "")  # a drill or quiz opens on its kind's own page
+    if own_page is not None:
+        return own_page(request, ex)
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)
     hints = [render.inline_markdown(h) for h in texts.hints[:taken]]

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings.practice.pack import Exercise, QuizQuestion
 from alignlings.web import render
 from alignlings.web.context import call, lang_of, practice, render_page
+from alignlings.web.helpers import neighbours, page, public_question
 from alignlings.web.i18n import ui
 
 router = APIRouter()
@@ -28,14 +29,6 @@ def quiz_exercises(request: Request) -> list[Exercise]:
 
 def find_question(request: Request, qid: str) -> tuple[Exercise, QuizQuestion]:
     return call(practice(request).quiz_question, qid)  # PACK/QID where two packs share a question id
-
-
-def public_question(ex: Exercise, q: QuizQuestion, lang: str) -> dict:
-    """A question without its answer."""
-    return {"id": q.id, "exercise": ex.key, "pack": ex.pack, "question": q.question.get(lang, ""),
-            "question_html": render.markdown(q.question.get(lang, "")),
-            "options": [{"text": o.text.get(lang, ""), "html": render.inline_markdown(o.text.get(lang, ""))}
-                        for o in q.options]}
 
 
 @router.get("/api/quiz", tags=["quiz"])
@@ -106,10 +99,15 @@ def quiz_page(request: Request, only: str | None = None):
                        "right": right, "total": len(ex.quiz)})
     prev = nxt = None
     if only and len(exercises) == 1:  # a bug-or-not drill: an exercise among the others (issue 22)
-        from alignlings.web.bugdrill import neighbours
-
         prev, nxt = neighbours(request, exercises[0], lang)
     return render_page(request, "quiz.html", nav="home" if only else "quiz", title=title, questions=questions,
                        rounds=rounds, prev=prev, next=nxt, drill=bool(only),
                        client={"lang": lang, "t": ui(lang), "questions": questions, "answered": answered,
                                "rounds": rounds, "next": nxt})
+
+
+@page("quiz")  # the web_page of practice.kinds.quiz and .bug_or_not
+@page("bug-or-not")
+def drill_page(request: Request, ex: Exercise):
+    """A quiz or bug-or-not exercise's own page (``GET /exercises/{id}``): the quiz page with only it."""
+    return quiz_page(request, only=ex.key)

@@ -1,0 +1,73 @@
+"""Exercise kinds through one registry (issue 20 §2): what each kind of exercise is, asked of
+the kind instead of branching on ``ex.kind`` across the code.
+
+A kind says how its exercise is answered and graded (a file through the grader, or options chosen),
+whether it has blanks, how ``alignlings dev check`` proves it beyond the texts, which web page and
+template show it, and its label. ``of(ex)`` returns the kind of an exercise; ``register`` adds one,
+so a new kind is one new module (plus its templates) that calls ``register``.
+
+This package imports nothing that imports ``practice.pack`` (only ``Exercise`` for typing), so the
+pack loader can ask it without an import circle.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from alignlings.practice.pack import Exercise
+
+
+class Kind:
+    """One kind of exercise. Subclasses set the class attributes and may override ``dev_check``."""
+
+    name: str = ""  # the ``kind`` of exercise.toml
+    label: dict[str, str] = {}  # shown to learners, per language
+    graded_as_file: bool = False  # a file graded by the grader (``Exercise.is_code``)
+    answered_by_choice: bool = False  # questions answered by choosing options (``Exercise.is_quiz``)
+    has_blanks: bool = False  # a template with blanks (the fill-in exercise)
+    starts_from_buggy_file: bool = False  # the learner's file starts as buggy.py (``Exercise.is_bug``)
+    web_page: str | None = None  # its own page in ``web.helpers.PAGES``; None: the fill-in page
+    template: str = "exercise.html"  # the web template of that page
+    cli_wrote: str = "wrote"  # the ``alignlings start`` message key (cli/start.py)
+
+    def dev_check(self, ex: Exercise, grader: Any) -> tuple[list[str], list[str]] | None:
+        """``dev check`` beyond the texts: (problems, what was checked), or None when the exercise is
+        proved by the grader's run of its solution and misconceptions (``practice.devcheck``)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<kind {self.name}>"
+
+
+REGISTRY: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    """Add ``kind`` under its name; a second kind with the same name is an error."""
+    if not isinstance(kind, Kind) or not kind.name:
+        raise TypeError(f"register: expected a Kind instance with a name, got {kind!r}")
+    if kind.name in REGISTRY and REGISTRY[kind.name] is not kind:
+        raise ValueError(f"register: kind {kind.name!r} is already registered ({REGISTRY[kind.name]!r})")
+    REGISTRY[kind.name] = kind
+    return kind
+
+
+def get(name: str) -> Kind:
+    """The kind called ``name``; a clear error naming the known kinds otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"kind: unknown exercise kind {name!r}, expected one of {', '.join(REGISTRY)}") from None
+
+
+def of(ex: Exercise) -> Kind:
+    """The kind of exercise ``ex``."""
+    return get(ex.kind)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+from alignlings.practice.kinds import bug, bug_or_not, fill, quiz  # noqa: E402,F401 - they register themselves

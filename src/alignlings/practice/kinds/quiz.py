@@ -1,0 +1,19 @@
+"""The concept quiz (``kind = "quiz"``): questions from quiz.toml answered by choosing an option."""
+
+from __future__ import annotations
+
+from alignlings.practice.kinds import Kind, register
+
+
+class Quiz(Kind):
+    name = "quiz"
+    label = {"en": "quiz", "zh": "测验"}
+    answered_by_choice = True
+    web_page = "quiz"  # web/quiz.py
+    template = "quiz.html"
+
+    def dev_check(self, ex, grader):
+        return [], []  # its texts and questions are checked by practice.devcheck.check_texts
+
+
+QUIZ = register(Quiz())

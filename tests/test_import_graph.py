@@ -1,0 +1,128 @@
+"""No import circles among alignlings modules (issue 20 §2), imports inside functions included.
+
+Every module's AST is read for ``import``/``from ... import`` anywhere in it (top level, functions,
+methods); only ``if TYPE_CHECKING:`` blocks are left out, since they never run. ``from a import b``
+counts as an edge to ``a.b`` where that is a module, else to ``a``; a module importing its own
+parent package is not counted (the parent is always imported first)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import alignlings
+
+ROOT = Path(alignlings.__file__).parent
+
+
+def _module_names(root: Path) -> dict[str, Path]:
+    mods = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _imports(tree: ast.AST):
+    """Import nodes anywhere in ``tree`` except under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in _imports_of(child))
+            continue
+        yield from _imports_of(node)
+
+
+def _imports_of(node: ast.AST):
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield node
+    yield from _imports(node)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    mods = _module_names(root)
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        targets: list[str] = []
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets += [a.name for a in node.names]
+                continue
+            base = node.module or ""
+            if node.level:
+                pkg = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                pkg = pkg[:len(pkg) - (node.level - 1)]
+                base = ".".join(pkg + ([base] if base else []))
+            targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+        deps = set()
+        for name in targets:
+            while name and name not in mods:
+                name = name.rpartition(".")[0]
+            if name and name != mod and not mod.startswith(name + "."):
+                deps.add(name)
+        graph[mod] = deps
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_the_finder_sees_a_circle_through_a_function_import(tmp_path):
+    pkg = tmp_path / "alignlings"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import a\n")
+    (pkg / "sub" / "a.py").write_text("from alignlings.sub.b import f\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from . import a\n    return a\n")
+    (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                      "    from alignlings.sub import a\nimport alignlings.sub.b\n")
+    graph = import_graph(pkg)
+    assert graph["alignlings.sub.c"] == {"alignlings.sub.b"}  # the TYPE_CHECKING import is left out
+    assert circles(graph) == [["alignlings.sub.a", "alignlings.sub.b"]]
+
+
+def test_no_import_circles_among_alignlings_modules():
+    graph = import_graph()
+    assert "alignlings.practice.grader" in graph and graph["alignlings.practice.grader"]
+    assert circles(graph) == []
