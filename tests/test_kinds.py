@@ -73,3 +73,190 @@ def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monke
         assert "toy" in report.checked and "toy-one: checked by the toy kind" in report.problems
     finally:
         sys.modules.pop("toykind", None)
+
+
+# -- a toy kind from its own module, through every path that used to branch on the kind -----------
+TOY_MODULE = '''
+from alignlings.practice.kinds import Kind, register
+from alignlings.practice.packdata import QuizOption, QuizQuestion
+
+TEXTS = {"en": 'statement = "Predict."\\nhints = ["a", "b", "c"]\\nexplanation = "Because."\\n',
+         "zh": 'statement = "预测。"\\nhints = ["甲", "乙", "丙"]\\nexplanation = "因为。"\\n'}
+
+
+class Predict(Kind):
+    """Answered by choosing; its one question is made by the kind, not read from quiz.toml."""
+    name = "toy-predict"
+    author_name = "toy"
+    label = {"en": "predict", "zh": "预测"}
+    answered_by_choice = True
+    questions_file = "predict.toml"
+    web_page = "quiz"  # shown by web/quiz.py, with the template named here
+    template = "quiz.html"
+
+    def questions(self, ex):
+        opts = tuple(QuizOption(text={"en": t, "zh": t}, why={"en": "why " + t, "zh": "因为 " + t})
+                     for t in ("up", "down"))
+        return (QuizQuestion(id="toy-q1", question={"en": "Does the loss go up?", "zh": "损失会上升吗？"},
+                             options=opts, answer=1),)
+
+    def text_problems(self, ex):
+        return super().text_problems(ex) + ["toy: the kind's own text check ran"]
+
+    def dev_check(self, ex, grader):
+        return [], ["toy"]
+
+    def skeleton(self, exercise_id):
+        return {"exercise.toml": f'id = "{exercise_id}"\\nkind = "toy-predict"\\ntitle = {{ en = "Toy", zh = "玩具" }}\\n',
+                "texts/en.toml": TEXTS["en"], "texts/zh.toml": TEXTS["zh"]}
+
+
+class FileKind(Kind):
+    """Graded as a file: its learner file is the solution without its last line; the grader computes
+    one extra variant and the kind adds its own entry to the verdict."""
+    name = "toy-file"
+    label = {"en": "toy file", "zh": "玩具文件"}
+    graded_as_file = True
+    web_page = None
+
+    def learner_file(self, ex, lang):
+        return ex.solution_source.replace("x + 1", "x")
+
+    def solution_file(self, ex, lang):
+        return ex.solution_source
+
+    def questions(self, ex):
+        return ()
+
+    def trusted_variants(self, ex):
+        return {"toy:off-by-two": ex.solution_source.replace("x + 1", "x + 2")}
+
+    def annotate(self, ex, trusted, learner, code, verdict, lang, names):
+        verdict["toy"] = {"passed": verdict["passed"]}
+
+
+PREDICT = register(Predict())
+FILE = register(FileKind())
+'''
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The two toy kinds registered from their own module (gone again after the test), and a pack with
+    an exercise of each written by ``dev new`` (the predict kind) or by hand (the file kind)."""
+    (tmp_path / "toykinds.py").write_text(TOY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(kinds, "REGISTRY", dict(kinds.REGISTRY))
+    sys.modules.pop("toykinds", None)
+    module = importlib.import_module("toykinds")
+    yield module
+    sys.modules.pop("toykinds", None)
+
+
+def _file_exercise(pack_dir):
+    folder = pack_dir / "toy-add"
+    (folder / "texts").mkdir(parents=True)
+    (folder / "exercise.toml").write_text('id = "toy-add"\nkind = "toy-file"\ntitle = { en = "Add", zh = "加一" }\n'
+                                          'entry = ["f"]\n')
+    (folder / "solution.py").write_text("def f(x):\n    return x + 1\n")
+    (folder / "check.py").write_text(textwrap.dedent('''
+        from alignlings.practice.checks import Case
+
+        def cases():
+            return [Case("one", "visible", lambda m: m.f(1.0)), Case("two", "hidden", lambda m: m.f(2.0))]
+    '''))
+    for lang, text in (("en", 'statement = "Add one."\nhints = ["a", "b", "c"]\nexplanation = "x + 1"\n'),
+                       ("zh", 'statement = "加一。"\nhints = ["甲", "乙", "丙"]\nexplanation = "x + 1"\n')):
+        (folder / "texts" / f"{lang}.toml").write_text(text)
+    toml = pack_dir / "pack.toml"
+    toml.write_text(toml.read_text().replace('order = ["toy-one"]', 'order = ["toy-one", "toy-add"]'))
+
+
+def test_a_toy_kind_writes_its_skeleton_and_flows_through_dev_check_the_session_and_the_cli(toy, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from alignlings.cli.app import app
+    from alignlings.practice import skeleton
+    from alignlings.practice.devcheck import check_texts
+    from alignlings.practice.grader import solution_for, template_for
+    from alignlings.practice.pack import load_pack
+    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.session import Practice, UsageError
+
+    assert "toy" in skeleton.names() and "toy-file" not in skeleton.names()  # it writes no skeleton
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ALIGNLINGS_WORKSPACE", str(tmp_path / "ws"))
+    result = CliRunner().invoke(app, ["dev", "new", "toy-one", "--kind", "toy", "--pack", str(tmp_path / "pack")])
+    assert result.exit_code == 0, result.output
+    assert 'kind = "toy-predict"' in (tmp_path / "pack" / "toy-one" / "exercise.toml").read_text()
+    _file_exercise(tmp_path / "pack")
+    course = load_pack(tmp_path / "pack")
+    ex, add = course.get("toy-one"), course.get("toy-add")
+    assert ex.kind_spec is toy.PREDICT and add.kind_spec is toy.FILE
+    assert [q.id for q in ex.quiz] == ["toy-q1"] and add.quiz == ()  # questions come from the kind
+
+    problems = check_texts(ex)  # the kind's own check, and no complaint about a quiz.toml it never has
+    assert "toy: the kind's own text check ran" in problems and not any("quiz.toml" in p for p in problems)
+
+    with pytest.raises(PackError, match="toy-predict, it has no file"):
+        template_for(ex)
+    assert template_for(add) == "def f(x):\n    return x\n" and solution_for(add) == add.solution_source
+
+    practice = Practice(ProgressStore(tmp_path / "p.sqlite3"), course)
+    assert [e.key for e in practice.quiz_exercises()] == ["toy-one"]
+    with pytest.raises(UsageError, match="is a quiz"):
+        practice.check(ex, code="x")
+    with pytest.raises(UsageError, match="has no blanks"):
+        practice.hint(add, blank=1)
+    assert practice.cloze_reveals(add)  # a file kind's cloze would show an unsolved solution
+    assert practice.reveal(add).answers == [] and not practice.cloze_reveals(add)
+    practice.quiz_start(ex)
+    assert practice.quiz_answer(ex, ex.quiz[0], 1).correct
+
+    quiz = CliRunner().invoke(app, ["quiz", "toy-one", "--pack", str(tmp_path / "pack")], input="b\n")
+    assert quiz.exit_code == 0, quiz.output
+    assert "Does the loss go up?" in quiz.output and "why down" in quiz.output
+
+
+def test_a_toy_kind_is_graded_with_its_own_variants_and_verdict_entry(toy, tmp_path):
+    from alignlings.practice import skeleton
+    from alignlings.practice.grader import Grader
+    from alignlings.practice.pack import load_pack
+
+    skeleton.write(tmp_path / "pack", "toy-one", "toy")
+    _file_exercise(tmp_path / "pack")
+    course = load_pack(tmp_path / "pack")
+    with Grader(course, cache=False) as grader:
+        good = grader.check("toy-add", "def f(x):\n    return x + 1\n", run_main=False, variant=0)
+        bad = grader.check("toy-add", "def f(x):\n    return x + 2\n", run_main=False, variant=0)
+    assert good["passed"] and not bad["passed"]
+    assert good["toy"]["passed"] is True and bad["toy"]["passed"] is False  # the kind annotated both
+
+
+def test_a_toy_kind_opens_on_its_page_with_its_template(toy, tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from alignlings.practice import skeleton
+    from alignlings.web import quiz as web_quiz
+    from alignlings.web.app import create_app
+
+    skeleton.write(tmp_path / "pack", "toy-one", "toy")
+    used = []
+    real = web_quiz.render_page
+
+    def recorded(request, template, **kw):
+        used.append(template)
+        return real(request, template, **kw)
+
+    monkeypatch.setattr(web_quiz, "render_page", recorded)
+    monkeypatch.setattr(toy.PREDICT, "template", "quiz.html")
+    app = create_app([str(tmp_path / "pack")], db_path=tmp_path / "p.sqlite3", warm_up=False)
+    with TestClient(app) as c:
+        page = c.get("/exercises/toy-one")
+        assert page.status_code == 200 and "Does the loss go up?" in page.text
+        assert used == ["quiz.html"]
+        toy.PREDICT.template = "no-such-template.html"  # the page asks the kind, so this must now fail
+        with pytest.raises(Exception, match="no-such-template"):
+            c.get("/exercises/toy-one")
+        answer = c.post("/api/quiz/toy-q1", json={"choice": 1})
+        assert answer.status_code == 200 and answer.json()["correct"] is True

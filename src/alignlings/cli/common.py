@@ -147,7 +147,7 @@ def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
         raise UsageError("unknown_id", "ID", lang=lang, id=exercise_id, ids=", ".join(pack.exercises),
                          packs=pack.describe(), sep=os.pathsep,
                          close=i18n.t("cli.errors.did_you_mean", lang, id=close[0]) if close else "") from None
-    if code_only and not ex.is_code:
+    if code_only and not ex.kind_spec.graded_as_file:
         raise UsageError("quiz_not_code", "ID", id=exercise_id)
     return ex
 

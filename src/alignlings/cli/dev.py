@@ -65,7 +65,7 @@ def dev_check(pack: PackOption = None) -> None:
                     report = check_exercise(ex, grader)  # every problem as FILE:LINE: message
                     problems += [p if p.startswith(f"{ex.path}/") else f"{ex.path}: {p}" for p in report.problems]
                     checked = report.checked
-                    if ex.is_code:
+                    if ex.kind_spec.graded_as_file:
                         problems += [str(p) for p in packlint.check_determinism(ex, grader)]
                         checked.append("cases seeded")
                 except Exception as exc:  # noqa: BLE001 - one line per problem, never a traceback
@@ -97,10 +97,10 @@ def dev_new(
     """
     from rich.markup import escape
 
-    from alignlings.practice import skeleton
+    from alignlings.practice import kinds, skeleton
 
-    if kind not in skeleton.KINDS:
-        raise UsageError("kind", "--kind", kinds=", ".join(skeleton.KINDS), got=kind)
+    if kind not in skeleton.names():
+        raise UsageError("kind", "--kind", kinds=", ".join(skeleton.names()), got=kind)
     folders = given_packs(pack)
     if len(folders) != 1:
         raise UsageError("one_pack", "--pack", got=len(folders))
@@ -111,7 +111,8 @@ def dev_new(
     out = console()
     for path in written:
         out.print(f"wrote {escape(str(path))}")
-    preview = (f" and `alignlings dev preview {exercise_id} --pack {folders[0]}`" if kind == "fill" else "")
+    spec = kinds.by_author_name(kind)
+    preview = (f" and `alignlings dev preview {exercise_id} --pack {folders[0]}`" if spec and spec.has_blanks else "")
     out.print(escape(f"Next: replace every {skeleton.PLACEHOLDER}, then run "
                      f"`alignlings dev check --pack {folders[0]}`{preview} (docs/pack-format.md: kind {kind})."))
 

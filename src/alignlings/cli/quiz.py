@@ -16,7 +16,7 @@ LETTERS = "ABCDEFGH"
 
 def quiz_exercise(pack):
     for ex in pack:
-        if ex.kind == "quiz":
+        if ex.kind_spec.on_quiz_page:  # the concept quiz
             return ex
     raise UsageError("no_quiz", "--pack")
 
@@ -32,7 +32,7 @@ def quiz(
     lang = resolve_lang(lang)
     p = load(pack)
     ex = get_exercise(p, exercise_id) if exercise_id else quiz_exercise(p)
-    if not ex.is_quiz:
+    if not ex.kind_spec.answered_by_choice:
         raise UsageError("not_quiz", "ID", lang=lang, id=ex.key)
     out, practice = console(), session(p)
     practice.quiz_start(ex)  # a round: every question once; the last answer closes it

@@ -40,7 +40,7 @@ def reset(
         out.print(MSG["done"][lang].format(id=ex.key))
     saved(out, done, lang)
     path = exercise_file(ex.key)
-    if ex.is_code and path.exists():
+    if ex.kind_spec.graded_as_file and path.exists():
         copy = backup(path)
         path.write_text(template_for(ex, lang), encoding="utf-8")
         out.print(MSG["file"][lang].format(backup=copy))

@@ -127,7 +127,7 @@ def show(
         return
     ex = get_exercise(loaded, exercise_id)
     if code:
-        if not ex.is_code:
+        if not ex.kind_spec.graded_as_file:
             raise UsageError("no_code", "--code", lang=lang, id=exercise_id)
         typer.echo(template_for(ex, lang), nl=False)
         return

@@ -113,7 +113,7 @@ def snippet_source(exercise: Exercise | str, lang: str = "en") -> str:
 
 def cloze_exercises(pack: Pack) -> list[Exercise]:
     """The exercises of a pack that offer a cloze snippet (``cloze = true``)."""
-    return [e for e in pack if e.is_code and e.cloze]
+    return [e for e in pack if e.kind_spec.graded_as_file and e.cloze]
 
 
 # -- maskable positions ----------------------------------------------------------------------

@@ -17,11 +17,10 @@ from pathlib import Path
 
 from alignlings.practice import blanks as bl
 from alignlings.practice import kinds
+from alignlings.practice.kinds.fill import MIN_BLANK_HINTS, MIN_MISCONCEPTIONS, given_blank_hints  # noqa: F401
 from alignlings.practice.pack import LANGS, Exercise, Pack
 
 MIN_HINTS = 3
-MIN_MISCONCEPTIONS = 3
-MIN_BLANK_HINTS = 2
 
 
 @dataclass
@@ -51,35 +50,7 @@ def check_texts(ex: Exercise) -> list[str]:
             problems.append(f"texts/{lang}.toml: empty explanation")
         if lang not in ex.title:
             problems.append(f"exercise.toml: title has no {lang!r}")
-        if kinds.of(ex).has_blanks:
-            n = len(bl.find_blanks(ex.solution_source))
-            if len(texts.blanks) != n:
-                problems.append(f"texts/{lang}.toml: {len(texts.blanks)} blank descriptions for {n} blanks")
-            for i, hints in enumerate(texts.blank_hints, start=1):
-                if len(hints) < MIN_BLANK_HINTS:
-                    problems.append(f"texts/{lang}.toml: blank_hints for blank {i}: {len(hints)}, "
-                                    f"expected at least {MIN_BLANK_HINTS}")
-    if kinds.of(ex).has_blanks:
-        given = {lang for lang in LANGS if _blank_hints(ex, lang)}
-        if given and given != set(LANGS):
-            problems.append(f"blank_hints given in {', '.join(sorted(given))} only, expected every language")
-    if ex.is_bug:
-        pass  # wrong fixes and the story: bugdrill.check_bug_drill
-    elif ex.is_code:
-        for m in ex.misconceptions:
-            for lang in LANGS:
-                if not m.feedback.get(lang, "").strip():
-                    problems.append(f"misconception {m.id}: no {lang} feedback")
-        if len(ex.misconceptions) < MIN_MISCONCEPTIONS:
-            problems.append(f"misconceptions.toml: {len(ex.misconceptions)}, expected at least {MIN_MISCONCEPTIONS}")
-    else:
-        for q in ex.quiz:
-            for lang in LANGS:
-                if not q.question.get(lang):
-                    problems.append(f"quiz {q.id}: no {lang} question")
-                for i, o in enumerate(q.options):
-                    if not o.text.get(lang) or not o.why.get(lang):
-                        problems.append(f"quiz {q.id} option {i}: missing {lang} text or explanation")
+    problems += kinds.of(ex).text_problems(ex)  # blanks and misconceptions, questions: the kind's own
     return problems
 
 
@@ -206,7 +177,7 @@ def locate(ex: Exercise, problem: str) -> str:
     if named:
         return f"{misc}:{_id_line(misc, named.group(2)) or 1}: {text}"
     drill = re.match(r"quiz [\w-]+:(verdict|reason)(?: option (\d+))?", text)
-    if drill and ex.kind == "bug-or-not":  # its two questions are made from bugornot.toml
+    if drill and kinds.of(ex).questions_file == "bugornot.toml":  # its two questions come from there
         path = ex.path / "bugornot.toml"
         if drill.group(1) == "reason" and drill.group(2):
             line = _nth_line(path, r"^\s*\[\[reason\]\]", int(drill.group(2)) + 1)
@@ -215,13 +186,13 @@ def locate(ex: Exercise, problem: str) -> str:
         return f"{path}:{line}: {text}"
     quiz = re.match(r"quiz ([\w-]+)", text)
     if quiz:
-        path = ex.path / "quiz.toml"
+        path = ex.path / kinds.of(ex).questions_file
         return f"{path}:{_id_line(path, quiz.group(1)) or 1}: {text}"
     equivalent = re.match(r"equivalent (['\"])(.*?)\1", text)
     if equivalent:
         return f"{misc}:{_line(misc, re.escape(equivalent.group(2)))}: {text}"
     if text.startswith("blank_hints given in"):
-        missing = [lang for lang in LANGS if not _blank_hints(ex, lang)]
+        missing = [lang for lang in LANGS if not given_blank_hints(ex, lang)]
         path = ex.path / "texts" / f"{missing[0] if missing else 'en'}.toml"
         return f"{path}:1: {text}"
     if "region" in text and text.startswith("the fix"):
@@ -281,13 +252,6 @@ def check_blanks_graded(ex: Exercise, grader, blanks) -> list[str]:
             problems.append(f"{ex.path / 'solution.py'}:{b.line}: blank {b.index} is never graded "
                             f"(with a wrong value in it, every case still passes)")
     return problems
-
-
-def _blank_hints(ex: Exercise, lang: str) -> tuple:
-    try:
-        return ex.texts(lang).blank_hints
-    except Exception:  # noqa: BLE001 - check_texts reports the broken file
-        return ()
 
 
 def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:

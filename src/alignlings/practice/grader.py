@@ -361,10 +361,9 @@ class Grader:
         for part in (exercise.id, exercise.solution_source, check,
                      json.dumps([[m.id, m.blank, m.fill] for m in exercise.misconceptions])):
             h.update(b"\0" + part.encode())
-        if exercise.is_bug:
-            from alignlings.practice.bugdrill import trusted_variants
-
-            h.update(b"\0" + json.dumps(trusted_variants(exercise), sort_keys=True).encode())
+        extra = exercise.kind_spec.trusted_variants(exercise)
+        if extra:
+            h.update(b"\0" + json.dumps(extra, sort_keys=True).encode())
         return h.hexdigest()[:24]
 
     def trusted(self, exercise: Exercise, variant: int = 0) -> TrustedRun:
@@ -394,10 +393,7 @@ class Grader:
             variants = {"reference": bl.reference(source, blanks)}
             for m in exercise.misconceptions:
                 variants[f"m:{m.id}"] = bl.splice(source, blanks, m.blank, m.fill)
-            if exercise.is_bug:
-                from alignlings.practice.bugdrill import trusted_variants
-
-                variants.update(trusted_variants(exercise))
+            variants.update(exercise.kind_spec.trusted_variants(exercise))
             result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
                                exercise, trusted=True)
             if not result.ok and result.error_kind == "timeout":
@@ -503,7 +499,7 @@ class Grader:
         if variant is not None and (not isinstance(variant, int) or isinstance(variant, bool) or variant < 0):
             raise ValueError(f"variant: expected an int >= 0, got {variant!r}")
         exercise = self.pack.get(exercise_id)
-        if not exercise.is_code:
+        if not exercise.kind_spec.graded_as_file:
             raise PackError(f"exercise: {exercise_id!r} is a {exercise.kind}; answer it with `alignlings quiz`")
         sub = self.submission(exercise, code, fills)
         if variant is None:
@@ -572,10 +568,8 @@ class Grader:
         verdict["passed"] = bool(verdict["passed"]) and all(
             b["passed"] is True or (b["passed"] is None and b["fill"] is None) for b in verdict["blanks"])
         verdict["variant"] = variant
-        if exercise.is_bug:  # which lines changed, what still fails, the wrong fix it matches, the story
-            from alignlings.practice.bugdrill import annotate
-
-            annotate(exercise, trusted, learner, sub.code, verdict, lang, names)
+        # the kind's own entries (a bug drill: which lines changed, the wrong fix it matches, the story)
+        exercise.kind_spec.annotate(exercise, trusted, learner, sub.code, verdict, lang, names)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
         return verdict  # type: ignore[return-value]  # built as a plain dict, the Verdict's JSON form
 
@@ -795,16 +789,9 @@ class Grader:
 def template_for(exercise: Exercise, lang: str = "en") -> str:
     """The learner's template in ``lang``: generated from solution.py, never stored (a ``bug``
     drill's is its buggy.py)."""
-    if exercise.is_bug:
-        return exercise.buggy_source
-    texts = exercise.texts(lang)
-    source = exercise.solution_source
-    return bl.template(source, bl.find_blanks(source), list(texts.blanks), texts.comments if lang != "en" else None)
+    return exercise.kind_spec.learner_file(exercise, lang)
 
 
 def solution_for(exercise: Exercise, lang: str = "en") -> str:
-    if exercise.is_bug:
-        return exercise.solution_source
-    texts = exercise.texts(lang)
-    source = exercise.solution_source
-    return bl.reference(source, bl.find_blanks(source), texts.comments if lang != "en" else None)
+    """The reference solution as the learner is shown it (a ``bug`` drill's: the fixed file)."""
+    return exercise.kind_spec.solution_file(exercise, lang)

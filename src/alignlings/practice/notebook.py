@@ -122,7 +122,7 @@ def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None):
 
     texts = ex.texts(lang)
     cells = [new_markdown_cell(f"# {ex.title[lang]}\n\n{texts.statement.strip()}")]
-    if ex.is_code:
+    if ex.kind_spec.graded_as_file:
         template = template_for(ex, lang)
         body, _, main = template.partition('\nif __name__ == "__main__":')
         cells.append(new_code_cell(body.rstrip() + "\n"))

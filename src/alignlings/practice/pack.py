@@ -42,6 +42,7 @@ class Exercise:
         """What this exercise's kind says (``practice.kinds``): grading, dev check, page, label."""
         return kinds.of(self)
 
+    # the three questions earlier code asked by kind name; the engine asks ``kind_spec`` itself
     @property
     def is_code(self) -> bool:
         """Graded as a file by the grader: fill-in exercises ("code") and spot-the-bug drills ("bug")."""
@@ -62,7 +63,7 @@ class Exercise:
     @cached_property
     def buggy_source(self) -> str:
         """A ``bug`` drill's buggy.py: the learner's starting file."""
-        if not self.is_bug:
+        if not self.kind_spec.starts_from_buggy_file:
             raise PackError(f"exercise {self.id!r} is a {self.kind}, it has no buggy.py")
         path = self.path / "buggy.py"
         try:
@@ -74,7 +75,7 @@ class Exercise:
     def wrong_fixes(self) -> tuple[WrongFix, ...]:
         """``[[wrong_fix]]`` tables of a ``bug`` drill's misconceptions.toml."""
         path = self.path / "misconceptions.toml"
-        if not self.is_bug or not path.exists():
+        if not self.kind_spec.starts_from_buggy_file or not path.exists():
             return ()
         items = []
         for i, w in enumerate(_read_toml(path).get("wrong_fix", [])):
@@ -120,17 +121,15 @@ class Exercise:
         if not isinstance(value, list) or not all(
                 isinstance(h, list) and h and all(isinstance(x, str) and x.strip() for x in h) for h in value):
             raise PackError(f"{path}: blank_hints must be a list with one non-empty list of strings per blank")
-        if value and self.is_code:
-            from alignlings.practice.blanks import find_blanks
-
-            n = len(find_blanks(self.solution_source))
+        if value and self.kind_spec.graded_as_file:
+            n = len(self.kind_spec.blanks(self))
             if len(value) != n:
                 raise PackError(f"{path}: blank_hints has {len(value)} lists, expected one per blank ({n})")
         return tuple(tuple(h) for h in value)
 
     @cached_property
     def solution_source(self) -> str:
-        if not self.is_code:
+        if not self.kind_spec.graded_as_file:
             raise PackError(f"exercise {self.id!r} is a {self.kind}, it has no solution.py")
         path = self.path / "solution.py"
         try:
@@ -171,27 +170,8 @@ class Exercise:
 
     @cached_property
     def quiz(self) -> tuple[QuizQuestion, ...]:
-        if self.kind == "bug-or-not":  # bugornot.toml, asked as two questions: bug or expected, then why
-            from alignlings.practice.bugdrill import bug_or_not_questions
-
-            return bug_or_not_questions(self)
-        path = self.path / "quiz.toml"
-        questions = []
-        for i, q in enumerate(_read_toml(path).get("question", [])):
-            where = f"{path}: question #{i + 1}"
-            try:
-                options = tuple(
-                    QuizOption(text=_lang_dict(o["text"], where + " option"), why=_lang_dict(o["why"], where + " why"))
-                    for o in q["option"]
-                )
-                answer = int(q["answer"])
-            except KeyError as exc:
-                raise PackError(f"{where}: missing field {exc.args[0]!r}") from None
-            if not 0 <= answer < len(options):
-                raise PackError(f"{where}: answer {answer} is not an option index 0..{len(options) - 1}")
-            questions.append(QuizQuestion(id=str(q.get("id", f"q{i + 1}")),
-                                          question=_lang_dict(q["question"], where), options=options, answer=answer))
-        return tuple(questions)
+        """The questions a learner answers by choosing (quiz.toml; a kind may make them otherwise)."""
+        return self.kind_spec.questions(self)
 
 
 @dataclass(frozen=True)
@@ -293,7 +273,7 @@ class Pack:
 
     def code_exercises(self) -> list[Exercise]:
         """The fill-in coding exercises (kind "code"; ``bug`` drills are graded files too, without blanks)."""
-        return [e for e in self if e.kind == "code"]
+        return [e for e in self if e.kind_spec.has_blanks]
 
 
 KINDS = ("code", "quiz", "bug", "bug-or-not")

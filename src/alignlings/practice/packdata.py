@@ -11,6 +11,9 @@ from pathlib import Path
 from alignlings.i18n import LANGS
 
 
+PLACEHOLDER = "TODO(author)"  # what `alignlings dev new` writes where a teacher must write; `dev check` reports it
+
+
 class PackError(ValueError):
     """A pack or exercise folder is malformed; the message names the file and the field."""
 
@@ -88,3 +91,23 @@ class Texts:
 
 
 ExerciseTexts = Texts
+
+
+def read_quiz_questions(path: Path) -> tuple[QuizQuestion, ...]:
+    """The ``[[question]]`` tables of a quiz.toml, each with its options and the right one's index."""
+    questions = []
+    for i, q in enumerate(_read_toml(path).get("question", [])):
+        where = f"{path}: question #{i + 1}"
+        try:
+            options = tuple(
+                QuizOption(text=_lang_dict(o["text"], where + " option"), why=_lang_dict(o["why"], where + " why"))
+                for o in q["option"]
+            )
+            answer = int(q["answer"])
+        except KeyError as exc:
+            raise PackError(f"{where}: missing field {exc.args[0]!r}") from None
+        if not 0 <= answer < len(options):
+            raise PackError(f"{where}: answer {answer} is not an option index 0..{len(options) - 1}")
+        questions.append(QuizQuestion(id=str(q.get("id", f"q{i + 1}")),
+                                      question=_lang_dict(q["question"], where), options=options, answer=answer))
+    return tuple(questions)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from alignlings.practice.pack import LANGS, Exercise, Pack, PackError
+from alignlings.practice.packdata import PLACEHOLDER  # noqa: F401 - re-exported
 
 LEVELS = range(1, 6)  # 1 (warm-up) .. 5 (research-level)
 TIMEOUT_SECONDS = (1.0, 120.0)
-PLACEHOLDER = "TODO(author)"
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Proble
             raw = {m.get("id"): m for m in _toml_tables(ex.path / "misconceptions.toml", "misconception")}
             for m in ex.misconceptions:
                 where += [(ex.path / "misconceptions.toml", t) for t in (raw.get(m.id, {}).get("concepts") or ())]
-        if ex.kind == "quiz":
+        if ex.kind_spec.questions_file == "quiz.toml":  # tags per question (bugornot.toml's are the drill's)
             where += [(ex.path / "quiz.toml", t) for tags in review.question_concepts(ex).values() for t in tags]
     except PackError as exc:
         text = str(exc)
@@ -147,7 +147,7 @@ def lint_exercise(ex: Exercise) -> list[Problem]:
         problems.append(Problem(meta, line_of(meta, r"^\s*timeout\s*="),
                                 f"timeout must be a number of seconds from {lo:g} to {hi:g}, got {timeout!r}"))
     problems += _placeholders(ex)
-    if not ex.is_code:
+    if not ex.kind_spec.graded_as_file:
         return problems
     solution = ex.path / "solution.py"
     try:

@@ -154,7 +154,7 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
 def _question_index(exercises: list) -> dict[tuple[str, str], tuple[Any, Any]]:
     out = {}
     for ex in exercises:
-        if ex.is_quiz:
+        if ex.kind_spec.answered_by_choice:
             try:
                 for q in ex.quiz:
                     out[(ex.pack, q.id)] = (ex, q)
@@ -201,7 +201,7 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
                     hits[mid].add(lid)
                 for b in _failed_blanks(verdict):
                     wrong_blanks[b] += 1
-        if ex.is_quiz:  # answered, and every question's latest answer right
+        if ex.kind_spec.answered_by_choice:  # answered, and every question's latest answer right
             by_learner: dict[str, dict[str, bool]] = defaultdict(dict)
             for q in answered.get((ex.pack, ex.id), []):
                 by_learner[q["learner"]][q["question_id"]] = bool(q["correct"])

@@ -351,7 +351,7 @@ class Practice:
         """Grade a whole file (``code``) or one fill per blank (``fills``) in the sandbox and record it."""
         if (code is None) == (fills is None):
             raise UsageError("code", "give exactly one of 'code' and 'fills'")
-        if not ex.is_code:
+        if not ex.kind_spec.graded_as_file:
             raise UsageError("ID", f"{ex.key!r} is a quiz: answer it with the quiz", missing=True)
         grader = self.grader()
         verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
@@ -382,9 +382,7 @@ class Practice:
         return Hint(ex.key, blank, n, len(hints), hints[n - 1], n >= len(hints), recorded)
 
     def _blank_hint_list(self, ex: Exercise, blank: int, lang: str) -> list[str]:
-        from alignlings.practice.blanks import find_blanks
-
-        n_blanks = len(find_blanks(ex.solution_source)) if ex.is_code and not ex.is_bug else 0
+        n_blanks = len(ex.kind_spec.blanks(ex))
         if isinstance(blank, bool) or not isinstance(blank, int) or not 1 <= blank <= n_blanks:
             raise UsageError("blank", f"expected a blank from 1 to {n_blanks} of {ex.key}, got {blank!r}"
                              if n_blanks else f"{ex.key!r} has no blanks")
@@ -399,26 +397,23 @@ class Practice:
         def taken(key: str) -> int:
             return int(self._read("hints", lambda: self.store.hint_progress(ex.id, pack=ex.pack, key=key), 0))
 
-        from alignlings.practice.blanks import find_blanks
-
-        n_blanks = len(find_blanks(ex.solution_source)) if ex.is_code and not ex.is_bug else 0
+        n_blanks = len(ex.kind_spec.blanks(ex))
         per_blank = {n: taken(blank_hint_key(ex, n)) for n in range(1, n_blanks + 1)}
         return HintState(taken(hint_key(ex)), {n: k for n, k in per_blank.items() if k})
 
     # -- the solution --------------------------------------------------------------------------------
     def reveal(self, ex: Exercise, *, lang: str = "en") -> Reveal:
         """The reference solution, each blank's fill and the explanation; recorded as revealed."""
-        from alignlings.practice.blanks import find_blanks
         from alignlings.practice.grader import solution_for
 
-        if not ex.is_code:
+        if not ex.kind_spec.graded_as_file:
             raise UsageError("ID", f"{ex.key!r} is a quiz: it has no solution file", missing=True)
         recorded = self._safely(f"the reveal of {ex.key}",
                                 lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
         texts = ex.texts(lang)
         todos = list(texts.blanks)
         answers = [Answer(b.index, b.name, b.answer, todos[b.index - 1] if b.index - 1 < len(todos) else "")
-                   for b in find_blanks(ex.solution_source)] if not ex.is_bug else []
+                   for b in ex.kind_spec.blanks(ex)]
         return Reveal(ex.key, solution_for(ex, lang), answers, texts.explanation, recorded)
 
     def reset(self, ex: Exercise) -> Reset:
@@ -427,7 +422,7 @@ class Practice:
 
     # -- the quiz ------------------------------------------------------------------------------------
     def quiz_exercises(self) -> list[Exercise]:
-        return [ex for ex in self.course if ex.is_quiz]  # the concept quiz and bug-or-not drills
+        return [ex for ex in self.course if ex.kind_spec.answered_by_choice]  # the concept quiz, bug-or-not drills
 
     def quiz_question(self, qid: str) -> tuple[Exercise, QuizQuestion]:
         """A question by its id, or ``PACK/QID`` where two packs share one."""
@@ -441,7 +436,7 @@ class Practice:
         """Start a round: answers before now no longer count toward it (the history keeps them)."""
         from alignlings.practice.store import utcnow
 
-        if not ex.is_quiz:
+        if not ex.kind_spec.answered_by_choice:
             raise UsageError("exercise", f"expected a quiz, got {ex.key!r} ({ex.kind})")
         now = utcnow()
         if self._safely(f"the start of a round of {ex.key}", lambda: self.store.set_setting(quiz_round_key(ex), now)):
@@ -508,7 +503,7 @@ class Practice:
     def cloze_reveals(self, ex: Exercise) -> bool:
         """Whether the drill would show the solution of an exercise neither solved nor revealed."""
         row = self._row(ex)
-        return ex.is_code and not row.get("solved") and not row.get("revealed")
+        return ex.kind_spec.graded_as_file and not row.get("solved") and not row.get("revealed")
 
     def cloze_open(self, ex: Exercise) -> bool:
         """Open the drill: the solution counts as seen when it was not yet; True when it now is."""
@@ -688,7 +683,7 @@ class Practice:
         limits: dict[str, Any] = {}
         if only_loaded:
             limits = {"exercises": {ex.id for ex in self.course},
-                      "questions": {q.id for ex in self.course if ex.is_quiz for q in ex.quiz},
+                      "questions": {q.id for ex in self.course if ex.kind_spec.answered_by_choice for q in ex.quiz},
                       "packs": {p.id for p in self.course.packs}}
         try:
             counts = self.store.import_(data, **limits)

@@ -34,7 +34,7 @@ class DiffBody(BaseModel):
 
 def bug_exercise(request: Request, exercise_id: str) -> Exercise:
     ex = get_exercise(request, exercise_id)
-    if not ex.is_bug:
+    if ex.kind_spec.web_page != "bug":  # the diff of buggy.py is this page's
         raise HTTPException(404, f"{exercise_id!r} is not a spot-the-bug drill")
     return ex
 
@@ -95,7 +95,7 @@ def bug_page(request: Request, ex: Exercise):
     code = last_code(request, ex) or ex.buggy_source
     strings = STRINGS.get(lang, STRINGS["en"])
     return render_page(
-        request, "bug.html", nav="home", ex=ex, title=ex.title.get(lang, ex.id), s=strings,
+        request, ex.kind_spec.template, nav="home", ex=ex, title=ex.title.get(lang, ex.id), s=strings,
         statement_html=render.markdown(web_statement(texts.statement)), code=code,
         hints=[render.inline_markdown(h) for h in texts.hints[:taken]], hints_total=len(texts.hints),
         solved=solved, story_html=render.markdown(texts.story) if solved else "",

@@ -312,7 +312,7 @@ def _graded_exercise(scope, course) -> str | None:
     if path.startswith("/api/quiz/"):
         qid = path[len("/api/quiz/"):]
         for ex in course:
-            if ex.is_quiz and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
+            if ex.kind_spec.answered_by_choice and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
                 return ex.key  # the first match, as web/quiz.py's find_question picks it
         return None
     for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):

@@ -38,7 +38,7 @@ class CheckBody(BaseModel):
 
 def code_exercise(request: Request, exercise_id: str) -> Exercise:
     ex = get_exercise(request, exercise_id)
-    if not ex.is_code:
+    if not ex.kind_spec.graded_as_file:
         raise HTTPException(404, f"{exercise_id!r} is a quiz: use /api/quiz")
     return ex
 
@@ -48,7 +48,7 @@ def _comments(ex: Exercise, lang: str) -> dict[str, str] | None:
 
 
 def _blanks(ex: Exercise) -> list[bl.Blank]:
-    return bl.find_blanks(ex.solution_source)
+    return ex.kind_spec.blanks(ex)
 
 
 def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict[str, Any]]]:
@@ -133,7 +133,7 @@ def exercise_detail(request: Request, exercise_id: str) -> dict:
     out = {"id": ex.id, "key": ex.key, "pack": ex.pack, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
            "statement": texts.statement, "statement_html": render.markdown(texts.statement),
            "hints_total": len(texts.hints), "hints_taken": hints_taken(request, ex), "cloze": ex.cloze}
-    if ex.is_code:
+    if ex.kind_spec.graded_as_file:
         out["template"] = template_for(ex, lang)
         out["blanks"] = [{"index": b.index, "name": b.name,
                           "todo": texts.blanks[b.index - 1] if b.index - 1 < len(texts.blanks) else ""}
@@ -163,7 +163,7 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         checked = session.check(ex, code=body.code, fills=body.fills, lang=lang)
         verdict: Any = checked.verdict
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
-            return web_verdict.file_for_web(verdict, lang=lang) if ex.is_bug else verdict
+            return web_verdict.file_for_web(verdict, lang=lang) if ex.kind_spec.web_whole_file else verdict
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
                                    graded_code=checked.code, lang=lang)
 
@@ -260,7 +260,7 @@ def exercise_page(request: Request, exercise_id: str):
                          for n, k in taken_per_blank.items() if 0 < n <= len(per_blank) and k > 0}
     for m in marks:
         m["message_html"] = render.inline_markdown(m["message"]) if "$" in m["message"] else html.escape(m["message"])
-    return render_page(request, "exercise.html", nav="home", ex=ex, title=ex.title.get(lang, ex.id),
+    return render_page(request, ex.kind_spec.template, nav="home", ex=ex, title=ex.title.get(lang, ex.id),
                        statement_html=render.markdown(web_statement(texts.statement)),
                        code_html=template_html(ex, lang, fills),
                        hints=hints, hints_total=len(texts.hints), solved=row.solved,

@@ -77,7 +77,7 @@ async def import_progress(request: Request) -> dict:
 def _quiz_rows(request: Request, lang: str) -> list[dict]:
     out = []
     for ex in ctx(request).pack:
-        if ex.kind != "quiz":
+        if not ex.kind_spec.on_quiz_page:  # the concept quiz (drills count as exercises)
             continue
         latest = practice(request).quiz_answers(ex.pack)
         for q in ex.quiz:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from alignlings.practice import kinds
 from alignlings.practice.pack import Exercise, QuizQuestion
 from alignlings.web import render
 from alignlings.web.context import call, lang_of, practice, render_page
@@ -85,7 +86,7 @@ def retake(request: Request, body: RetakeBody) -> dict:
 def quiz_page(request: Request, only: str | None = None):
     lang = lang_of(request)
     # the Quiz page is the concept quiz; a bug-or-not drill opens on its own (?only=KEY, from its page)
-    exercises = [ex for ex in quiz_exercises(request) if (ex.key == only if only else ex.kind == "quiz")]
+    exercises = [ex for ex in quiz_exercises(request) if (ex.key == only if only else ex.kind_spec.on_quiz_page)]
     questions = [public_question(ex, q, lang) for ex in exercises for q in ex.quiz]
     title = exercises[0].title.get(lang, exercises[0].id) if len(exercises) == 1 else ui(lang)["nav_quiz"]
     answered, rounds = {}, []
@@ -100,7 +101,9 @@ def quiz_page(request: Request, only: str | None = None):
     prev = nxt = None
     if only and len(exercises) == 1:  # a bug-or-not drill: an exercise among the others (issue 22)
         prev, nxt = neighbours(request, exercises[0], lang)
-    return render_page(request, "quiz.html", nav="home" if only else "quiz", title=title, questions=questions,
+    # a drill opens on its kind's template; the Quiz page on the concept quiz's
+    template = exercises[0].kind_spec.template if only and len(exercises) == 1 else kinds.get("quiz").template
+    return render_page(request, template, nav="home" if only else "quiz", title=title, questions=questions,
                        rounds=rounds, prev=prev, next=nxt, drill=bool(only),
                        client={"lang": lang, "t": ui(lang), "questions": questions, "answered": answered,
                                "rounds": rounds, "next": nxt})

@@ -104,7 +104,7 @@ class ReferenceWarmup:
 
 def code_exercise_keys(pack) -> list[str]:
     """Every exercise graded by running code (fill-ins, bug drills), in course order."""
-    return [ex.key for ex in pack if ex.is_code]
+    return [ex.key for ex in pack if ex.kind_spec.graded_as_file]
 
 
 def start(context) -> ReferenceWarmup:

@@ -6,38 +6,111 @@ whether it has blanks, how ``alignlings dev check`` proves it beyond the texts, 
 template show it, and its label. ``of(ex)`` returns the kind of an exercise; ``register`` adds one,
 so a new kind is one new module (plus its templates) that calls ``register``.
 
-This package imports nothing that imports ``practice.pack`` (only ``Exercise`` for typing), so the
-pack loader can ask it without an import circle.
+This package imports nothing that imports ``practice.pack`` (only ``Exercise`` for typing), also
+inside its methods (``packdata``, ``blanks``, ``bugdrill`` and the skeletons' text), so the pack
+loader, the grader and ``dev check`` can ask it without an import circle.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from alignlings.i18n import LANGS
+from alignlings.practice.packdata import PackError, QuizQuestion, read_quiz_questions
+
 if TYPE_CHECKING:
+    from alignlings.practice.blanks import Blank
     from alignlings.practice.pack import Exercise
 
 
 class Kind:
-    """One kind of exercise. Subclasses set the class attributes and may override ``dev_check``."""
+    """One kind of exercise. Subclasses set the class attributes and override the methods that differ
+    from the defaults (a kind with no file, no blanks, questions read from quiz.toml)."""
 
     name: str = ""  # the ``kind`` of exercise.toml
+    author_name: str = ""  # what ``alignlings dev new --kind`` calls it ("" : ``name``)
     label: dict[str, str] = {}  # shown to learners, per language
     graded_as_file: bool = False  # a file graded by the grader (``Exercise.is_code``)
     answered_by_choice: bool = False  # questions answered by choosing options (``Exercise.is_quiz``)
     has_blanks: bool = False  # a template with blanks (the fill-in exercise)
     starts_from_buggy_file: bool = False  # the learner's file starts as buggy.py (``Exercise.is_bug``)
+    on_quiz_page: bool = False  # on the Quiz page and ``alignlings quiz`` without an id (the concept quiz)
+    questions_file: str = "quiz.toml"  # where its questions are written (``questions``, dev check's lines)
     web_page: str | None = None  # its own page in ``web.helpers.PAGES``; None: the fill-in page
     template: str = "exercise.html"  # the web template of that page
+    web_whole_file: bool = False  # its page checks the whole file and shows cases in the page's terms
     cli_wrote: str = "wrote"  # the ``alignlings start`` message key (cli/start.py)
+
+    def __init__(self) -> None:
+        self.author_name = self.author_name or self.name
+
+    @property
+    def cli_next(self) -> str:
+        """The ``alignlings`` home message key that names it as the next exercise (cli/home.py)."""
+        return "next" if self.graded_as_file else "next_quiz"
+
+    # -- what the learner works on -------------------------------------------------------------
+    def blanks(self, ex: Exercise) -> list[Blank]:
+        """The blanks of its template, in order (none unless ``has_blanks``)."""
+        return []
+
+    def learner_file(self, ex: Exercise, lang: str) -> str:
+        """The file the learner starts from, in ``lang`` (``grader.template_for``)."""
+        raise PackError(f"exercise {ex.id!r} is a {self.name}, it has no file to work on")
+
+    def solution_file(self, ex: Exercise, lang: str) -> str:
+        """The reference solution as the learner is shown it (``grader.solution_for``)."""
+        raise PackError(f"exercise {ex.id!r} is a {self.name}, it has no solution file")
+
+    def questions(self, ex: Exercise) -> tuple[QuizQuestion, ...]:
+        """The questions answered by choosing an option (``Exercise.quiz``)."""
+        return read_quiz_questions(ex.path / self.questions_file)
+
+    # -- grading -----------------------------------------------------------------------------------
+    def trusted_variants(self, ex: Exercise) -> dict[str, str]:
+        """Files beyond the reference and the misconceptions whose behaviour the grader computes once
+        (name -> source), e.g. a drill's known wrong fixes."""
+        return {}
+
+    def annotate(self, ex: Exercise, trusted: Any, learner: Any, code: str, verdict: dict, lang: str,
+                 names: list[str]) -> None:
+        """Add this kind's own entries to a file's verdict (in place), after the cases are judged."""
+
+    # -- authoring -----------------------------------------------------------------------------
+    def text_problems(self, ex: Exercise) -> list[str]:
+        """``dev check``'s text problems of this kind, beyond the statement, hints and title every
+        exercise has (``practice.devcheck.check_texts``); by default, its questions' texts."""
+        return question_text_problems(ex) if self.answered_by_choice else []
 
     def dev_check(self, ex: Exercise, grader: Any) -> tuple[list[str], list[str]] | None:
         """``dev check`` beyond the texts: (problems, what was checked), or None when the exercise is
         proved by the grader's run of its solution and misconceptions (``practice.devcheck``)."""
         return None
 
+    @property
+    def writes_skeleton(self) -> bool:
+        """Whether ``alignlings dev new --kind`` offers it (it overrides ``skeleton``)."""
+        return type(self).skeleton is not Kind.skeleton
+
+    def skeleton(self, exercise_id: str) -> dict[str, str] | None:
+        """Relative path -> text of a new exercise's files (``alignlings dev new``); None: not offered."""
+        return None
+
     def __repr__(self) -> str:
         return f"<kind {self.name}>"
+
+
+def question_text_problems(ex: Exercise) -> list[str]:
+    """Every question and option of an exercise answered by choosing has its text in every language."""
+    problems = []
+    for q in ex.quiz:
+        for lang in LANGS:
+            if not q.question.get(lang):
+                problems.append(f"quiz {q.id}: no {lang} question")
+            for i, o in enumerate(q.options):
+                if not o.text.get(lang) or not o.why.get(lang):
+                    problems.append(f"quiz {q.id} option {i}: missing {lang} text or explanation")
+    return problems
 
 
 REGISTRY: dict[str, Kind] = {}
@@ -70,4 +143,10 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-from alignlings.practice.kinds import bug, bug_or_not, fill, quiz  # noqa: E402,F401 - they register themselves
+def by_author_name(name: str) -> Kind | None:
+    """The kind ``alignlings dev new --kind NAME`` means (``fill`` is "code"), or None."""
+    return next((k for k in REGISTRY.values() if k.author_name == name), None)
+
+
+# in the order ``dev new --kind`` and error messages list them
+from alignlings.practice.kinds import fill, quiz, bug, bug_or_not  # noqa: E402,F401,I001 - they register themselves

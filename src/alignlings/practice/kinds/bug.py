@@ -4,7 +4,7 @@ check`` proves buggy.py fails, the fix passes and each known wrong fix is caught
 
 from __future__ import annotations
 
-from alignlings.practice.kinds import Kind, register
+from alignlings.practice.kinds import Kind, register, skeletons
 
 
 class Bug(Kind):
@@ -14,12 +14,36 @@ class Bug(Kind):
     starts_from_buggy_file = True
     web_page = "bug"  # web/bugdrill.py
     template = "bug.html"
+    web_whole_file = True
     cli_wrote = "wrote_bug"
+
+    def learner_file(self, ex, lang):
+        return ex.buggy_source
+
+    def solution_file(self, ex, lang):
+        return ex.solution_source
+
+    def questions(self, ex):
+        return ()
+
+    def trusted_variants(self, ex):
+        from alignlings.practice.bugdrill import trusted_variants
+
+        return trusted_variants(ex)  # the known wrong fixes and buggy.py itself
+
+    def annotate(self, ex, trusted, learner, code, verdict, lang, names):
+        """Which lines changed, what still fails, the wrong fix it matches, the story."""
+        from alignlings.practice.bugdrill import annotate
+
+        annotate(ex, trusted, learner, code, verdict, lang, names)
 
     def dev_check(self, ex, grader):
         from alignlings.practice import bugdrill
 
         return bugdrill.check_bug_drill(ex, grader)
+
+    def skeleton(self, exercise_id):
+        return skeletons.bug(exercise_id)
 
 
 BUG = register(Bug())

@@ -3,16 +3,75 @@
 
 from __future__ import annotations
 
-from alignlings.practice.kinds import Kind, register
+from alignlings.i18n import LANGS
+from alignlings.practice import blanks as bl
+from alignlings.practice.kinds import Kind, register, skeletons
+
+MIN_MISCONCEPTIONS = 3  # named wrong answers with feedback, so a wrong blank is explained
+MIN_BLANK_HINTS = 2  # per blank, when an exercise gives per-blank hints at all
+
+
+def given_blank_hints(ex, lang: str) -> tuple:
+    """texts/LANG.toml's ``blank_hints`` (() when the file is broken: check_texts reports it)."""
+    try:
+        return ex.texts(lang).blank_hints
+    except Exception:  # noqa: BLE001 - check_texts reports the broken file
+        return ()
 
 
 class Fill(Kind):
     name = "code"
+    author_name = "fill"
     label = {"en": "fill-in", "zh": "填空"}
     graded_as_file = True
     has_blanks = True
     web_page = None  # web/exercises.py: the template with an input per blank
     template = "exercise.html"
+
+    def blanks(self, ex):
+        return bl.find_blanks(ex.solution_source)
+
+    def learner_file(self, ex, lang):
+        """Generated from solution.py, never stored: the blanks replaced by their TODOs."""
+        texts = ex.texts(lang)
+        source = ex.solution_source
+        return bl.template(source, bl.find_blanks(source), list(texts.blanks), texts.comments if lang != "en" else None)
+
+    def solution_file(self, ex, lang):
+        texts = ex.texts(lang)
+        source = ex.solution_source
+        return bl.reference(source, bl.find_blanks(source), texts.comments if lang != "en" else None)
+
+    def questions(self, ex):
+        return ()
+
+    def text_problems(self, ex):
+        problems = []
+        n = len(self.blanks(ex))
+        for lang in LANGS:
+            try:
+                texts = ex.texts(lang)
+            except Exception:  # noqa: BLE001 - check_texts reports the broken file
+                continue
+            if len(texts.blanks) != n:
+                problems.append(f"texts/{lang}.toml: {len(texts.blanks)} blank descriptions for {n} blanks")
+            for i, hints in enumerate(texts.blank_hints, start=1):
+                if len(hints) < MIN_BLANK_HINTS:
+                    problems.append(f"texts/{lang}.toml: blank_hints for blank {i}: {len(hints)}, "
+                                    f"expected at least {MIN_BLANK_HINTS}")
+        given = {lang for lang in LANGS if given_blank_hints(ex, lang)}
+        if given and given != set(LANGS):
+            problems.append(f"blank_hints given in {', '.join(sorted(given))} only, expected every language")
+        for m in ex.misconceptions:
+            for lang in LANGS:
+                if not m.feedback.get(lang, "").strip():
+                    problems.append(f"misconception {m.id}: no {lang} feedback")
+        if len(ex.misconceptions) < MIN_MISCONCEPTIONS:
+            problems.append(f"misconceptions.toml: {len(ex.misconceptions)}, expected at least {MIN_MISCONCEPTIONS}")
+        return problems
+
+    def skeleton(self, exercise_id):
+        return skeletons.fill(exercise_id)
 
 
 FILL = register(Fill())
