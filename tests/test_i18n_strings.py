@@ -135,7 +135,8 @@ def test_notebook_messages_in_chinese():
         assert not any("Run the test section" in text or "Answer interactively" in text for text in ours)
 
 
-@pytest.mark.parametrize("section", ["cli.errors", "cli.serve", "cli.dev", "practice.notebook"])
+@pytest.mark.parametrize("section", ["cli.errors", "cli.serve", "cli.dev", "practice.notebook", "cli.train",
+                                     "cli.dev_checked", "practice.isolation", "practice.pack_errors"])
 def test_every_string_of_these_sections_is_in_chinese(section):
     """The sections this change made (the console lines of `serve` are printed only by a running
     server): each key has a Chinese text, with the same placeholders and no English sentence."""
@@ -147,3 +148,152 @@ def test_every_string_of_these_sections_is_in_chinese(section):
         assert set(placeholders.findall(texts["zh"])) == set(placeholders.findall(texts["en"])), (section, key)
         allowed = texts["zh"].replace("alignlings[classroom]", "")
         assert english_sentences(allowed) == [], (section, key, texts["zh"])
+
+
+
+# -- dev check and dev new, the train commands, a pack's load errors, the sandbox's isolation text ------
+def _ours(output: str) -> str:
+    """What the command wrote itself: without click's usage line (the command's own syntax)."""
+    return "\n".join(line for line in output.splitlines() if not line.startswith(("用法：", "Usage:")))
+
+
+def test_dev_new_and_dev_check_speak_chinese(isolated, monkeypatch):
+    """`dev new` of every kind, the skeletons filled, then `dev check`: what was proved, each kind's own
+    lines (misconceptions, wrong fixes, bug-or-not) and the verdict, with no English sentence."""
+    monkeypatch.setenv("ALIGNLINGS_LANG", "zh")
+    pack = isolated / "course"
+    for kind in ("fill", "quiz", "bug", "bug-or-not"):
+        out = runner.invoke(app, ["dev", "new", f"my-{kind}", "--kind", kind, "--pack", str(pack)])
+        assert out.exit_code == 0 and "已写入" in out.output and "下一步" in out.output, out.output
+        assert english_sentences(out.output) == [], out.output
+    for path in pack.rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".toml"):
+            text = path.read_text(encoding="utf-8")
+            path.write_text(text.replace("TODO(author): ", "").replace("TODO(author)", ""), encoding="utf-8")
+    out = runner.invoke(app, ["dev", "check", "--pack", str(pack)])
+    assert out.exit_code == 0, out.output
+    for said in ("结构", "英文与中文文本", "3 个常见错误均被判错", "2 个错误修复均被判错", "答案、理由与代码", "dev check 通过"):
+        assert said in out.output, out.output
+    assert english_sentences(out.output) == [], out.output
+
+    def edit(rel, old, new):
+        path = pack / rel
+        text = path.read_text(encoding="utf-8")
+        assert old in text, (rel, old)
+        path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+    # what a teacher gets wrong: each problem line, without its FILE:LINE, must read as Chinese
+    edit("my-fill/exercise.toml", "level = 1", "level = 9")
+    edit("my-fill/texts/zh.toml", "explanation = ", "explanation = \"\"\nunused = ")
+    edit("my-fill/misconceptions.toml", "[[misconception]]", "[[misconception]]\nconcepts = [\"no-such-tag\"]")
+    edit("my-quiz/quiz.toml", "question.zh = ", "question.zz = ")
+    edit("my-bug/misconceptions.toml", 'find = "    return total / mask.numel()"', 'find = "return nothing"')
+    out = runner.invoke(app, ["dev", "check", "--pack", str(pack)])
+    assert out.exit_code == 1 and "dev check 未通过：" in out.output, out.output
+    problems = [line.split(": ", 1)[-1] for line in out.output.splitlines() if line.strip().startswith("- ")]
+    assert len(problems) >= 5, out.output
+    for said in ("level 必须是", "解释为空", "未知的概念标签", "缺少 zh 题干", "find 在 buggy.py 中出现了 0 次"):
+        assert any(said in p for p in problems), (said, out.output)
+    assert [p for p in problems if english_sentences(p)] == [], out.output
+
+
+def _broken_packs(root):
+    """(what is broken, the pack folder): errors a teacher meets when a pack does not load."""
+    from alignlings.practice import skeleton
+
+    def pack(name, edit):
+        folder = root / name
+        skeleton.write(folder, "my-quiz", "quiz")
+        edit(folder)
+        return name, folder
+
+    def sub(rel, old, new):
+        def edit(folder):
+            path = folder / rel
+            path.write_text(path.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")
+        return edit
+
+    return [
+        pack("bad kind", sub("my-quiz/exercise.toml", 'kind = "quiz"', 'kind = "essay"')),
+        pack("order", sub("pack.toml", 'order = ["my-quiz"]', 'order = ["my-quiz", "gone"]')),
+        pack("bad toml", sub("my-quiz/exercise.toml", "level = 1", "level = = 1")),
+        pack("include", sub("pack.toml", "include = []", 'include = ["nowhere"]')),
+    ]
+
+
+def test_a_pack_that_does_not_load_is_explained_in_chinese(isolated, monkeypatch):
+    monkeypatch.setenv("ALIGNLINGS_LANG", "zh")
+    seen = set()
+    for what, folder in _broken_packs(isolated):
+        out = runner.invoke(app, ["list", "--pack", str(folder)])
+        assert out.exit_code == 2 and "参数 --pack 的值无效" in out.output, (what, out.output)
+        said = _ours(out.output).replace(str(folder), "")
+        assert english_sentences(said) == [], (what, out.output)
+        seen.add(said)
+        checked = runner.invoke(app, ["dev", "check", "--pack", str(folder)])
+        assert checked.exit_code == 1 and "包无法加载" in checked.output, (what, checked.output)
+        assert english_sentences(checked.output.replace(str(folder), "")) == [], (what, checked.output)
+    assert len(seen) == 4  # four different errors, each in Chinese
+    monkeypatch.setenv("ALIGNLINGS_LANG", "en")
+    out = runner.invoke(app, ["list", "--pack", str(_broken_packs(isolated / "en")[0][1])])
+    assert "kind must be one of" in out.output  # English stays as the loader wrote it
+
+
+def test_every_isolation_text_the_sandbox_can_write_reads_as_chinese():
+    """Built by the sandbox's own functions for every combination of what applied, so a phrase the
+    sandbox adds without its Chinese fails here."""
+    import itertools
+
+    from alignlings import i18n
+    from alignlings.practice.sandbox import MISSING_ISOLATION
+    from alignlings.practice.sandbox.mounts import _describe, _features
+    from alignlings.practice.sandbox.mounts import default_tasks
+
+    texts = [MISSING_ISOLATION, "rlimits only (asked for)", "rlimits only (bubblewrap unavailable: bwrap: EPERM)",
+             "the fork server did not start (Timeout)"]
+    for namespaces, uid, userns, seccomp, processes, nproc in itertools.product(
+            (True, False), (True, False), (True, False), (True, False), (1, 4), (-1, default_tasks())):
+        probe = {"uid_dropped": uid, "userns": userns, "seccomp": seccomp, "nproc": nproc}
+        features = _features(namespaces, probe, processes, 64)
+        texts += [_describe("namespaces via bubblewrap", features), _describe("namespaces", features),
+                  "rlimits only (namespaces unavailable: EPERM); " + ", ".join(features),
+                  "rlimits only (asked for rlimits only); " + ", ".join(features)]
+    for text in texts:
+        zh = i18n.reword("practice.isolation", text, "zh")
+        assert english_sentences(zh) == [], (text, zh)
+        assert i18n.reword("practice.isolation", text, "en") == text
+
+
+def test_the_isolation_line_of_a_verdict_is_in_chinese(isolated):
+    import io
+
+    from rich.console import Console
+
+    from alignlings.cli.report import render_verdict
+
+    console = Console(file=io.StringIO(), width=400)
+    render_verdict({"exercise": "dpo-loss", "passed": True, "error": None, "cases": [], "blanks": [],
+                    "isolation": "namespaces (read-only file system except the work dir, private /tmp, no network, "
+                                 "own pid namespace, at most 64 threads (RLIMIT_NPROC))", "stdout": ""}, "zh", console)
+    line = next(x for x in console.file.getvalue().splitlines() if x.startswith("隔离方式"))
+    assert "无网络" in line and english_sentences(line) == [], line
+
+
+def test_the_train_commands_speak_chinese(isolated, monkeypatch):
+    from types import SimpleNamespace
+
+    from alignlings.cli.train_toy_ppo import _summary
+
+    monkeypatch.setenv("ALIGNLINGS_LANG", "zh")
+    out = runner.invoke(app, ["train", "toy-dpo", "--steps", "2", "--seed", "0"])
+    assert out.exit_code == 0, out.output
+    assert "正在加载" in out.output and "训练用时" in out.output and english_sentences(out.output) == [], out.output
+    bad = runner.invoke(app, ["train", "toy-grpo", "--iterations", "0"])
+    assert bad.exit_code == 2 and "参数 --iterations 的值无效" in bad.output and "实际是 0" in bad.output
+    result = SimpleNamespace(p_target_initial=0.0002, p_target_final=0.94, score_final=0.96, iterations=40,
+                             train_seconds=3.2, config=SimpleNamespace(seed=0))
+    assert "已达到" in _summary(result) and english_sentences(_summary(result)) == []
+    for args in (["train", "dpo"], ["train", "grpo", "--model", str(isolated / "nowhere"), "--dataset", "x"]):
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 2 and "的值无效" in refused.output, refused.output
+        assert english_sentences(_ours(refused.output).replace(str(isolated), "")) == [], refused.output

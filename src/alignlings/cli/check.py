@@ -62,5 +62,6 @@ def check(
         if (verdict.get("isolation") or "").startswith("rlimits"):  # no namespaces on this machine
             from alignlings import i18n
 
-            typer.echo(i18n.t("cli.watch.unisolated", lang, why=verdict["isolation"]), err=True)
+            why = i18n.reword("practice.isolation", verdict["isolation"], lang)
+            typer.echo(i18n.t("cli.watch.unisolated", lang, why=why), err=True)
     raise typer.Exit(0 if verdict["passed"] else 1)

@@ -125,7 +125,12 @@ def load(pack):
     try:
         return load_pack(paths)
     except PackError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--pack") from None
+        raise UsageError("pack", "--pack", message=pack_error_text(exc)) from None
+
+
+def pack_error_text(exc: Exception) -> str:
+    """A pack's load error (``PackError``) in the language of the command's errors."""
+    return i18n.reword("practice.pack_errors", str(exc), _error_lang())
 
 
 def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
@@ -138,7 +143,7 @@ def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
         if len(same) > 1:
             raise UsageError("ambiguous_id", "ID", id=exercise_id, keys=", ".join(same)) from None
         if "unknown id" not in str(exc):  # a pack problem of its own (a track no loaded pack has...)
-            raise typer.BadParameter(str(exc).removeprefix("exercise: "), param_hint="ID") from None
+            raise UsageError("pack", "ID", message=pack_error_text(exc).removeprefix("exercise: ")) from None
         import difflib
 
         lang = _error_lang()

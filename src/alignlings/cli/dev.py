@@ -41,22 +41,30 @@ def dev_check(pack: PackOption = None) -> None:
     from alignlings.practice.grader import Grader
     from alignlings.practice.pack import PackError, default_pack_paths, load_pack
 
-    out = console()
+    out, say = console(), MSG[resolve_lang(None)]  # no --lang of its own: ALIGNLINGS_LANG speaks for it
+
+    def done(lang_key: str) -> str:  # a line dev check proved, as the checks name it, in the language
+        return i18n.reword("cli.dev_checked", lang_key, resolve_lang(None))
+
+    def pack_error(text: object) -> str:  # a problem (or a pack's load error) in the language
+        lang = resolve_lang(None)
+        return i18n.reword("practice.pack_errors", i18n.reword("practice.devcheck", str(text), lang), lang)
+
     try:
         course = load_pack(given_packs(pack) or default_pack_paths())
     except PackError as exc:
-        out.print(f"[red]-[/] {escape(str(exc))}", soft_wrap=True)
-        out.print("[red]dev check FAILED[/]: the pack does not load")
+        out.print(f"[red]-[/] {escape(pack_error(exc))}", soft_wrap=True)
+        out.print(f"[red]{escape(say['check_failed'].format(what=say['not_loaded']))}[/]")
         raise typer.Exit(1) from None
     failed: list[str] = []
+    ok, fail = f"[green]{escape(say['ok'])}[/]", f"[red]{escape(say['fail'])}[/]"
     for part in _targets(course, pack):
         structure = packlint.lint_pack(part, course=course)
-        mark = "[red]FAIL[/]" if structure else "[green]ok[/]"
-        out.print(f"{mark} {escape(part.id)}: structure")
+        out.print(f"{fail if structure else ok} {escape(part.id)}: {escape(say['structure'])}")
         for problem in structure:
-            out.print(f"    [red]-[/] {escape(str(problem))}", soft_wrap=True)
+            out.print(f"    [red]-[/] {escape(pack_error(problem))}", soft_wrap=True)
         if structure:
-            failed.append(f"{part.id} structure ({len(structure)})")
+            failed.append(f"{part.id} {say['structure']} ({len(structure)})")
         # graded against this pack alone: an id it shares with an included pack stays unambiguous
         with Grader(part, warm=True) as grader:
             for ex in part:
@@ -71,16 +79,16 @@ def dev_check(pack: PackOption = None) -> None:
                 except Exception as exc:  # noqa: BLE001 - one line per problem, never a traceback
                     text = str(exc)
                     problems.append(locate(ex, text if text.startswith(str(ex.path)) else f"{type(exc).__name__}: {text}"))
-                mark = "[red]FAIL[/]" if problems else "[green]ok[/]"
-                out.print(f"{mark} {escape(ex.key)}: {escape(', '.join(checked))}")
+                shown = ", ".join(done(c) for c in checked)
+                out.print(f"{fail if problems else ok} {escape(ex.key)}: {escape(shown)}")
                 for problem in problems:
-                    out.print(f"    [red]-[/] {escape(problem)}", soft_wrap=True)
+                    out.print(f"    [red]-[/] {escape(pack_error(problem))}", soft_wrap=True)
                 if problems:
                     failed.append(f"{ex.key} ({len(problems)})")
     if failed:
-        out.print(f"[red]dev check FAILED[/]: {escape(', '.join(failed))}")
+        out.print(f"[red]{escape(say['check_failed'].format(what=', '.join(failed)))}[/]")
         raise typer.Exit(1)
-    out.print("[green]dev check passed[/]")
+    out.print(f"[green]{escape(say['check_passed'])}[/]")
 
 
 @dev_app.command("new")
@@ -108,13 +116,12 @@ def dev_new(
         written = skeleton.write(Path(folders[0]), exercise_id, kind)
     except ValueError as exc:
         raise typer.BadParameter(str(exc).removeprefix("ID: "), param_hint="ID") from None
-    out = console()
+    out, say = console(), MSG[resolve_lang(None)]
     for path in written:
-        out.print(f"wrote {escape(str(path))}")
+        out.print(escape(say["wrote"].format(path=path)))
     spec = kinds.by_author_name(kind)
-    preview = (f" and `alignlings dev preview {exercise_id} --pack {folders[0]}`" if spec and spec.has_blanks else "")
-    out.print(escape(f"Next: replace every {skeleton.PLACEHOLDER}, then run "
-                     f"`alignlings dev check --pack {folders[0]}`{preview} (docs/pack-format.md: kind {kind})."))
+    preview = say["next_preview"].format(id=exercise_id, pack=folders[0]) if spec and spec.has_blanks else ""
+    out.print(escape(say["next"].format(placeholder=skeleton.PLACEHOLDER, pack=folders[0], preview=preview, kind=kind)))
 
 
 @dev_app.command("preview")

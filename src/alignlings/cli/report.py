@@ -42,4 +42,4 @@ def render_verdict(verdict: dict, lang: str, console) -> None:
         render_bug(verdict, lang, console)
     if verdict.get("stdout"):
         console.print(Panel(escape(verdict["stdout"].rstrip()[-2000:]), title=L["output"][lang], expand=False))
-    console.print(f"[dim]{L['isolation'][lang]}: {escape(verdict.get('isolation') or '')}[/]")
+    console.print(f"[dim]{L['isolation'][lang]}: {escape(i18n.reword('practice.isolation', verdict.get('isolation') or '', lang))}[/]")

@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, UsageError, given_packs, resolve_lang
+from alignlings.cli.common import LangOption, PackOption, UsageError, given_packs, pack_error_text, resolve_lang
 
 MSG = i18n.lang_table("cli.serve")  # strings: locales/{en,zh}.toml [cli.serve]
 
@@ -63,9 +63,11 @@ def _check_isolation(*, shared: bool, allow_unisolated: bool, lang: str = "en") 
             typer.echo(MSG[lang]["isolated_anyway"])
         return False
     if shared and not allow_unisolated:
-        typer.echo(MSG[lang]["refuse"].format(how=how, missing=sandbox.MISSING_ISOLATION), err=True)
+        typer.echo(MSG[lang]["refuse"].format(how=i18n.reword("practice.isolation", how, lang),
+                                              missing=i18n.reword("practice.isolation", sandbox.MISSING_ISOLATION, lang)),
+                   err=True)
         raise typer.Exit(2)
-    typer.echo(MSG[lang]["unisolated"].format(how=how), err=True)
+    typer.echo(MSG[lang]["unisolated"].format(how=i18n.reword("practice.isolation", how, lang)), err=True)
     return allow_unisolated
 
 
@@ -142,7 +144,7 @@ def serve(
                          allow_import=True if allow_import else None, classroom=classroom, class_code=class_code,
                          max_joins_per_address=joins_per_address)
     except PackError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--pack") from None
+        raise UsageError("pack", "--pack", message=pack_error_text(exc)) from None
 
     if unisolated:
         web.state.templates.env.globals["unisolated"] = True  # base.html: a banner on every page

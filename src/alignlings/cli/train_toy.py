@@ -16,11 +16,22 @@ from typing import Optional
 import typer
 
 
-def check_count(value: int) -> int:
-    """typer callback: a count of iterations or steps, an int >= 1."""
+def check_count(param: typer.CallbackParam, value: int) -> int:
+    """typer callback: a count of iterations or steps, an int >= 1 (the error names the option)."""
+    from alignlings.cli.common import UsageError
+
     if value < 1:
-        raise typer.BadParameter(f"expected an int >= 1, got {value}")
+        raise UsageError("count", (param.opts or [str(param.name)])[0], got=value)
     return value
+
+
+def say(key: str, **kw) -> str:
+    """A line of the train commands (locales [cli.train]) in the language of ALIGNLINGS_LANG (or --lang
+    given before ``train``): they have no --lang of their own."""
+    from alignlings import i18n
+    from alignlings.cli.common import resolve_lang
+
+    return i18n.t(f"cli.train.{key}", resolve_lang(None), **kw)
 
 
 _check_iterations = check_count
@@ -132,7 +143,7 @@ def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Option
         columns = "P(a) = {p:.3f}  loss = {loss:" + loss_format + "}"
     names = [name for _, name, _, _ in string.Formatter().parse(columns) if name]
     err = Console(stderr=True)
-    err.print("loading torch and transformers ...", style="dim")
+    err.print(say("loading"), style="dim")
     import transformers.models.gpt2.modeling_gpt2  # noqa: F401  (the slow import, before the bar starts)
 
     progress = Progress(
@@ -161,14 +172,12 @@ def run_with_progress(label: str, total: int, unit: str, seed: int, plot: Option
         typer.echo(json.dumps(result.to_dict()))
         return
     if summary is None:
-        typer.echo(
-            f"P(a): {result.p_target_initial:.3f} -> {result.p_target_final:.3f} after {len(result.loss)} {unit} "
-            f"({result.train_seconds:.2f} s of training, seed {seed})"
-        )
+        typer.echo(say("summary", before=f"{result.p_target_initial:.3f}", after=f"{result.p_target_final:.3f}",
+                       n=len(result.loss), unit=say(unit), seconds=f"{result.train_seconds:.2f}", seed=seed))
     else:
         typer.echo(summary(result))
     if plot is not None:
-        typer.echo(f"plot: {plot}")
+        typer.echo(say("plot", path=plot))
 
 
 def _fields_template(columns: str) -> str:

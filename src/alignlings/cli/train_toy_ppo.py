@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from alignlings.cli.train_toy import _gc_paused, check_count, run_with_progress, save_curves
+from alignlings.cli.train_toy import _gc_paused, check_count, run_with_progress, save_curves, say
 
 #: the capstone's stated result: P("aaaa") above 0.75 and a mean score of the last five batches above 0.9
 P_TARGET = 0.75
@@ -28,10 +28,10 @@ def _save_plot(result, path: Path) -> None:
 
 def _summary(result) -> str:
     reached = result.p_target_final > P_TARGET and result.score_final > SCORE_TARGET
-    return (f'P("aaaa"): {result.p_target_initial:.4f} -> {result.p_target_final:.3f}, mean score of the last five '
-            f"batches {result.score_final:.3f} after {result.iterations} iterations "
-            f"({result.train_seconds:.2f} s of training, seed {result.config.seed}); "
-            f"target P > {P_TARGET} and score > {SCORE_TARGET}: {'reached' if reached else 'not reached'}")
+    return say("summary_ppo", before=f"{result.p_target_initial:.4f}", after=f"{result.p_target_final:.3f}",
+               score=f"{result.score_final:.3f}", n=result.iterations, seconds=f"{result.train_seconds:.2f}",
+               seed=result.config.seed, p_target=P_TARGET, score_target=SCORE_TARGET,
+               reached=say("reached" if reached else "not_reached"))
 
 
 def toy_ppo(

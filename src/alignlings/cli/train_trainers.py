@@ -33,6 +33,9 @@ from typing import Any, Optional
 
 import typer
 
+from alignlings.cli.common import UsageError
+from alignlings.cli.train_toy import say
+
 
 TOY = "toy:addition"
 #: files that hold a tokenizer's vocabulary (fast tokenizers, BPE, WordPiece, SentencePiece)
@@ -101,36 +104,29 @@ def _load_model(spec: str):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     if not Path(spec).is_dir():
-        raise typer.BadParameter(
-            f"--model: {spec!r} is not a folder; expected a save_pretrained folder of a causal LM (with "
-            "config.json, weights and tokenizer files) or toy:addition (Hub names are not fetched: training runs offline)")
+        raise UsageError("model_not_folder", "--model", spec=spec)
     try:
         config = AutoConfig.from_pretrained(spec)
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"--model: {spec} has no readable config.json ({exc})") from exc
+        raise UsageError("model_no_config", "--model", spec=spec, why=exc) from exc
     try:
         model = AutoModelForCausalLM.from_pretrained(spec)
     except (ValueError, KeyError) as exc:
         kinds = ", ".join(getattr(config, "architectures", None) or [config.model_type])
-        raise typer.BadParameter(
-            f"--model: {spec} holds a {kinds} model, not a causal LM (AutoModelForCausalLM cannot load it)") from exc
+        raise UsageError("model_not_lm", "--model", spec=spec, kinds=kinds) from exc
     from alignlings.trainers.modeling import is_causal
 
     if getattr(config, "is_encoder_decoder", False) or not is_causal(model):
         kind = type(model).__name__
-        raise typer.BadParameter(
-            f"--model: {spec} holds a {kind} that is not causal (its logits at a position change with later "
-            "tokens, as an encoder's do); expected a decoder-only causal LM such as GPT-2, Llama or Qwen")
+        raise UsageError("model_not_causal", "--model", spec=spec, kind=kind)
     # AutoTokenizer builds a nearly empty tokenizer for a folder without any of these, and training
     # would then run on a handful of tokens: refuse instead
     if not any((Path(spec) / name).is_file() for name in TOKENIZER_FILES):
-        raise typer.BadParameter(
-            f"--model: {spec} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}; "
-            "save the tokenizer next to the model with tokenizer.save_pretrained(folder))")
+        raise UsageError("model_no_tokenizer", "--model", spec=spec, files=", ".join(TOKENIZER_FILES))
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec)
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"--model: {spec} has no readable tokenizer files ({exc})") from exc
+        raise UsageError("model_bad_tokenizer", "--model", spec=spec, why=exc) from exc
     return tokenizer, model
 
 
@@ -154,7 +150,7 @@ def _load_reward_func(spec: str):
         return exact_match_reward
     module, sep, name = spec.partition(":")
     if not sep:
-        raise typer.BadParameter(f"reward_funcs: expected 'package.module:function' or toy:exact_match, got {spec!r}")
+        raise UsageError("reward_func", "reward_funcs", got=spec)
     return getattr(importlib.import_module(module), name)
 
 
@@ -177,7 +173,7 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
     model_spec = model_spec or raw.get("model")
     dataset_spec = dataset_spec or raw.get("dataset")
     if not model_spec or not dataset_spec:
-        raise typer.BadParameter("a model and a dataset are needed: set them in --config or with --model/--dataset")
+        raise UsageError("model_and_dataset", "--model/--dataset")
 
     tokenizer, model = _load_model(model_spec)
     toy_eval = model_spec == TOY
@@ -195,7 +191,7 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
     else:
         funcs = raw.get("reward_funcs") or (["toy:exact_match"] if dataset_spec == TOY else [])
         if not funcs:
-            raise typer.BadParameter("reward_funcs: GRPO needs at least one reward function in the config")
+            raise UsageError("grpo_reward", "reward_funcs")
         trainer = GRPOTrainer(model, [_load_reward_func(f) for f in funcs], args=args,
                               train_dataset=_load_dataset(dataset_spec, "prompts"), processing_class=tokenizer,
                               peft_config=peft_config)
@@ -203,10 +199,10 @@ def _run(kind: str, config: Optional[Path], overrides: dict[str, Any], model_spe
     if trainer.dist.is_main:
         last = history[-1] if history else {}
         shown = {k: round(v, 4) for k, v in last.items() if k in trainer.progress_keys or k == "step"}
-        typer.echo(f"{kind}: {shown}; metrics in {Path(args.output_dir) / 'metrics.jsonl'}")
+        typer.echo(say("trained", kind=kind, metrics=shown, path=Path(args.output_dir) / "metrics.jsonl"))
         if toy_eval and kind != "reward":
             after = accuracy(trainer.unwrapped_model, tokenizer, heldout)
-            typer.echo(f"held-out accuracy (greedy, {len(heldout)} prompts): {before:.1%} -> {after:.1%}")
+            typer.echo(say("heldout", n=len(heldout), before=f"{before:.1%}", after=f"{after:.1%}"))
     # Under torchrun: free the trainer (it holds the DDP wrapper) before the process group goes,
     # then a barrier and the teardown (distributed.shutdown says why the order matters).
     from alignlings.trainers.distributed import shutdown

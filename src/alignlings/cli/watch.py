@@ -94,7 +94,8 @@ def watch(
             isolation = verdict.get("isolation") or ""
             if not warned[0] and isolation.startswith("rlimits"):  # once: no namespaces on this machine
                 warned[0] = True
-                out.print(f"[bold red]{escape(MSG['unisolated'][lang].format(why=isolation))}[/]")
+                why = i18n.reword("practice.isolation", isolation, lang)
+                out.print(f"[bold red]{escape(MSG['unisolated'][lang].format(why=why))}[/]")
             return verdict["passed"]
 
         def run_until_current() -> bool:

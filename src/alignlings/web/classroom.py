@@ -680,7 +680,7 @@ def add_assignment(request: Request, body: AssignmentBody) -> dict:
         try:
             keys.append(context.pack.get(name).key)
         except PackError as exc:
-            raise HTTPException(422, f"exercises[{i}]: {exc}") from None
+            raise HTTPException(422, f"exercises[{i}]: {i18n.reword('practice.pack_errors', str(exc), lang_of(request))}") from None
     return _store_call(context.store.add_assignment, body.title, keys, _due_iso(body.due))
 
 
