@@ -548,3 +548,20 @@ def test_the_postgresql_adapter_numbers_only_the_placeholders_outside_literals()
     for bad in ("SELECT 'open ?", 'SELECT "open', "SELECT /* open ?", "SELECT $1"):
         with pytest.raises(ValueError, match="sql: expected the store's portable SQL"):
             placeholders(bad)
+
+
+@pytest.mark.parametrize("module", ["schema", "sqlite", "postgres", "transfer"])
+def test_the_progress_module_still_offers_everything_the_store_defines(module):
+    """practice/progress.py is what practice/store/ was split from: code, tests and notebooks written
+    against it (``progress._seal``, ``progress.placeholders``...) keep working, whatever the store adds."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    mod = importlib.import_module(f"alignlings.practice.store.{module}")
+    tree = ast.parse(Path(mod.__file__).read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    missing = sorted(name for name in defined if getattr(P, name, None) is not getattr(mod, name))
+    assert defined and missing == [], missing
