@@ -212,3 +212,88 @@ def test_a_locked_track_refuses_quiz_answers_too(db, tmp_path):
     r = ann.post(f"/api/quiz/teach/{question.id}?lang=en", json={"choice": question.answer})
     assert r.status_code == 200 and r.json()["correct"] is True
     app.state.ctx.store.close()
+
+
+def test_a_locked_track_refuses_the_cloze_drill_and_says_why_with_an_icon(db):
+    """The cloze drill shows the solution, so a locked track refuses it like a check or a hint (the
+    session's rule, so the CLI too); the lock note carries an inline SVG padlock, not an emoji."""
+    app = make_app(db, class_code=CODE)
+    ann, _ = join(app, "Ann")
+    assert teacher(app).post("/api/teacher/tracks/lock", json={"track": LOCKED}).status_code == 200
+    reason = EN["track_locked"].format(tracks=EN["track_name"].format(title=PACK.track("dpo-grpo/foundations").title["en"]))
+    for action in ({"action": "draw"}, {"action": "check", "masked": ["1:0"], "answers": {"1:0": "x"}}):
+        r = ann.post("/api/cloze/reward-pooling?lang=en", json=action)
+        assert r.status_code == 403 and r.json()["detail"] == reason, r.text  # the sentence alone
+    r = ann.post("/api/cloze/reward-pooling/open?lang=en")
+    assert r.status_code == 403 and r.json()["detail"] == reason
+    page = ann.get("/cloze/reward-pooling?lang=en")
+    assert page.status_code == 200 and reason in page.text and 'id="cloze-code"' not in page.text
+    assert app.state.ctx.store.for_learner(join_id(app, "Ann")).summary().get("reward-pooling", {}).get("revealed") \
+        in (None, False)  # refused before anything was recorded as seen
+    assert ann.post("/api/cloze/dpo-loss?lang=en", json={"action": "draw"}).status_code == 200  # another track
+
+    for path in ("/?lang=en", "/exercises/reward-pooling?lang=en", "/cloze/reward-pooling?lang=en"):
+        html = ann.get(path).text
+        note = html[html.index('class="track-locked"'):]
+        note = note[:note.index("</p>")]
+        assert '<svg class="icon icon-lock"' in note and "🔒" not in html and reason in note, (path, note)
+
+    for key in FOUNDATIONS:  # the required track solved: the drill opens
+        assert check(ann, key).json()["passed"] is True
+    assert ann.post("/api/cloze/reward-pooling?lang=en", json={"action": "draw"}).status_code == 200
+    app.state.ctx.store.close()
+
+
+def join_id(app, name: str) -> str:
+    return next(x["id"] for x in app.state.ctx.store.learners() if x["name"] == name)
+
+
+def test_the_cli_cloze_is_refused_on_a_locked_track_through_the_session(db, monkeypatch, tmp_path):
+    """The rule lives in the session: the CLI's drill, on a learner's store with the track locked,
+    is refused with the same sentence (no mask drawn, no solution shown)."""
+    from typer.testing import CliRunner
+
+    from alignlings.cli import common
+    from alignlings.cli.app import app as cli_app
+    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.session import Locked, Practice
+
+    store = ProgressStore(db)
+    learner, _ = store.add_learner("Cy")
+    store.lock_track(LOCKED, True)
+    mine = store.for_learner(learner)
+    practice = Practice(mine, PACK)
+    reason = practice.lock_reason(PACK.get("reward-pooling"))
+    assert reason == EN["track_locked"].format(tracks=EN["track_name"].format(
+        title=PACK.track("dpo-grpo/foundations").title["en"]))
+    with pytest.raises(Locked, match="Locked by your teacher"):
+        practice.cloze_draw(PACK.get("reward-pooling"))
+    assert practice.lock_reason(PACK.get("dpo-loss")) is None
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ALIGNLINGS_LANG", "en")
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.setattr(common, "store", lambda: mine)
+    out = CliRunner().invoke(cli_app, ["cloze", "reward-pooling"])
+    assert out.exit_code == 2 and reason in out.output and "[1]" not in out.output, out.output
+    store.close()
+
+
+def test_a_403_shows_its_sentence_alone_on_every_page():
+    """common.js's errorText (the exercise, bug, cloze and quiz pages): a 403's detail is the reason
+    written for the learner, shown without "Error 403:"; other errors keep their status."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import playwright
+
+    node = shutil.which("node") or str(Path(playwright.__file__).parent / "driver" / "node")
+    js = Path(__file__).parent.parent / "src" / "alignlings" / "web" / "static" / "common.js"
+    page = json.dumps({"t": {"error": "Error", "colon": ": ", "busy": "busy"}})  # the page's client data
+    script = (f"const document = {{getElementById: () => ({{textContent: {json.dumps(page)}}})}};\n"
+              f"{js.read_text(encoding='utf-8')}\n"
+              "console.log(JSON.stringify([errorText({status: 403, data: {detail: 'Locked by your teacher.'}}), "
+              "errorText({status: 422, data: {detail: 'fills: bad'}})]));")
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["Locked by your teacher.", "Error 422: fills: bad"]

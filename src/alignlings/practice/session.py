@@ -55,6 +55,14 @@ class UsageError(ValueError):
         self.argument, self.message, self.missing = argument, message, missing
 
 
+class Locked(UsageError):
+    """Refused because the exercise's track is locked for this learner (the teacher's plan): the
+    message is the reason, written for the learner (the web app answers 403 with it alone)."""
+
+    def __init__(self, reason: str):
+        super().__init__("ID", reason)
+
+
 class StoreUnavailable(RuntimeError):
     """What only the store can do (an import) could not be done now: it cannot be written."""
 
@@ -492,6 +500,42 @@ class Practice:
         progress = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": total}
         return QuizAnswer(ex.key, q.id, choice, q.answer, correct, options, progress, score, recorded)
 
+    # -- the teacher's plan ------------------------------------------------------------------------------
+    def track_locks(self, lang: str = "en") -> dict[str, str]:
+        """Track key -> why it is locked for this learner: the teacher locked it and the tracks it
+        ``requires`` are not all solved yet (each: every exercise solved, ever). {} outside a class."""
+        from alignlings import i18n
+        from alignlings.practice import report
+
+        learner, locked_tracks = getattr(self.store, "learner", ""), getattr(self.store, "locked_tracks", None)
+        locked = self._read("locked tracks", locked_tracks, set()) if learner and locked_tracks else set()
+        if not locked:
+            return {}
+        s = i18n.lang_table("web.classroom")[lang]
+        solved = self._read("solved exercises", lambda: report.solved_by(self.store, learner), set())
+        out = {}
+        for track in self.course.tracks:
+            if track.key not in locked:
+                continue
+            todo = [r for r in (self.course.track(name) for name in track.requires)
+                    if not all((self.course.exercises[k].pack, self.course.exercises[k].id) in solved
+                               for k in r.exercises)]
+            if todo:
+                names = s["list_sep"].join(s["track_name"].format(title=r.title.get(lang) or r.title.get("en", r.id))
+                                           for r in todo)
+                out[track.key] = s["track_locked"].format(tracks=names)
+        return out
+
+    def lock_reason(self, ex: Exercise, lang: str = "en") -> str | None:
+        """Why this learner may not work on ``ex`` yet (its track is locked for them), else None."""
+        track = self.course.track_of(ex.key)
+        return self.track_locks(lang).get(track.key) if track is not None else None
+
+    def _refuse_if_locked(self, ex: Exercise, lang: str) -> None:
+        reason = self.lock_reason(ex, lang)
+        if reason:
+            raise Locked(reason)
+
     # -- the cloze drill -------------------------------------------------------------------------------
     def cloze_exercise(self, exercise_id: str) -> Exercise:
         ex = self.exercise(exercise_id)
@@ -505,8 +549,10 @@ class Practice:
         row = self._row(ex)
         return ex.kind_spec.graded_as_file and not row.get("solved") and not row.get("revealed")
 
-    def cloze_open(self, ex: Exercise) -> bool:
-        """Open the drill: the solution counts as seen when it was not yet; True when it now is."""
+    def cloze_open(self, ex: Exercise, *, lang: str = "en") -> bool:
+        """Open the drill: the solution counts as seen when it was not yet; True when it now is.
+        Refused (``Locked``) on a track locked for this learner, like a check or a hint."""
+        self._refuse_if_locked(ex, lang)
         if not self.cloze_reveals(ex):
             return False
         self._safely(f"the reveal of {ex.key} by its cloze drill",
@@ -521,7 +567,7 @@ class Practice:
 
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
             raise UsageError("ratio", f"expected a value in (0, 1], got {ratio!r}")
-        revealed = self.cloze_open(ex)
+        revealed = self.cloze_open(ex, lang=lang)
         source = cz.snippet_source(ex, lang)
         positions = cz.maskable_positions(source)
         if seed is None:
@@ -537,6 +583,7 @@ class Practice:
         the sandbox and accepted), then record the round (a store failure never hides the verdict)."""
         from alignlings.practice import cloze as cz
 
+        self._refuse_if_locked(ex, lang)
         source = cz.snippet_source(ex, lang)
         by_key = {p.key: p for p in cz.maskable_positions(source)}
         unknown = [k for k in masked if k not in by_key]

@@ -325,25 +325,11 @@ def _graded_exercise(scope, course) -> str | None:
 def lock_reasons(context: WebContext, learner: str, lang: str = "en") -> dict[str, str]:
     """Track key -> why it is locked for ``learner``, in ``lang``: the tracks the teacher locked whose
     ``requires`` the learner has not all solved yet (each required track: every exercise solved)."""
-    from alignlings.practice import report
+    from alignlings.practice.session import Practice
 
-    locked = context.store.locked_tracks()
-    course = context.pack
-    if not locked or not learner:
+    if not learner:
         return {}
-    s = STRINGS.get(lang, STRINGS["en"])
-    solved = report.solved_by(context.store, learner)
-    out = {}
-    for track in course.tracks:
-        if track.key not in locked:
-            continue
-        todo = [r for r in (course.track(name) for name in track.requires)
-                if not all((course.exercises[k].pack, course.exercises[k].id) in solved for k in r.exercises)]
-        if todo:
-            names = s["list_sep"].join(s["track_name"].format(title=r.title.get(lang) or r.title.get("en", r.id))
-                                       for r in todo)
-            out[track.key] = s["track_locked"].format(tracks=names)
-    return out
+    return Practice(context.store.for_learner(learner), context.pack).track_locks(lang)  # the session's rule
 
 
 def lock_reason_of_exercise(context: WebContext, learner: str, key: str, lang: str = "en") -> str | None:

@@ -110,7 +110,7 @@ def list_snippets(request: Request) -> list[dict]:
 def open_snippet(request: Request, snippet_id: str) -> dict:
     """Open the drill of an exercise not solved yet: recorded as "solution seen" (it shows the solution)."""
     ex = snippet(request, snippet_id)
-    practice(request).cloze_open(ex)
+    call(practice(request).cloze_open, ex, lang=lang_of(request))
     return {"snippet": ex.key, "revealed": True}
 
 
@@ -143,6 +143,11 @@ def cloze_page(request: Request, snippet_id: str):
     lang = lang_of(request)
     ex = snippet(request, snippet_id)
     title = ex.title.get(lang, ex.id)
+    lock = practice(request).lock_reason(ex, lang)
+    if lock:  # its track is locked for this learner: the reason, no drill (it would show the solution)
+        return render_page(request, "cloze.html", nav="cloze", ex=ex, title=title, snippets=snippets(request),
+                           draw=None, gate=None, lock=lock, client={"lang": lang, "t": ui(lang), "snippet": ex.key,
+                                                                     "draw": None})
     if shows_unseen_solution(request, ex):  # ask first: the drill shows the solution
         return render_page(request, "cloze.html", nav="cloze", ex=ex, title=title, snippets=snippets(request),
                            draw=None, gate=ui(lang)["cloze_gate"].format(title=title),

@@ -18,7 +18,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from alignlings.practice.pack import Exercise, Pack, PackError
-from alignlings.practice.session import Practice, StoreUnavailable, UsageError
+from alignlings.practice.session import Locked, Practice, StoreUnavailable, UsageError
 from alignlings.web import i18n
 from alignlings.web.checkqueue import CheckQueue, QueueFull, client_key
 
@@ -96,7 +96,10 @@ def get_exercise(request: Request, exercise_id: str) -> Exercise:
 
 
 def usage_error(exc: UsageError) -> HTTPException:
-    """A request the course cannot serve: 404 when the thing asked for does not exist, else 422."""
+    """A request the course cannot serve: 404 when the thing asked for does not exist, 403 with the
+    reason alone when its track is locked for the learner (``Locked``), else 422."""
+    if isinstance(exc, Locked):
+        return HTTPException(403, exc.message)
     detail = exc.message
     if not exc.missing and not detail.startswith(f"{exc.argument}:"):
         detail = f"{exc.argument}: {detail}"  # name the field, as the API's other 422s do

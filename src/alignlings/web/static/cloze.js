@@ -14,6 +14,7 @@
     });
     return;
   }
+  if (!CLIENT.draw) return; // its track is locked for this learner: the page says why, there is no drill
   let draw = CLIENT.draw; // {snippet, seed, ratio, maskable, masked: [keys], counter}
   const code = document.getElementById("cloze-code");
   const counter = document.getElementById("cloze-counter");

@@ -33,6 +33,8 @@ async function apiQueued(method, url, body, onWait, tries = 8) {
 function errorText(res) {
   if (res.status === 429) return T.busy;
   const d = res.data && res.data.detail;
+  /* a refusal written for the learner (a locked track's reason): the sentence alone, no "Error 403:" */
+  if (res.status === 403 && typeof d === "string" && d) return d;
   if (Array.isArray(d)) return d.map((e) => e.msg).join("; ");
   return `${T.error} ${res.status || ""}${T.colon}${d || ""}`;
 }
