@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from alignlings.cli.common import (LangOption, PackOption, UsageError, console, exercise_file, get_exercise, load,
-                                   pack_args, resolve_lang, saved, store)
+from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, exercise_file, open_exercise,
+                                   pack_args, saved, store)
 
 
 def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
@@ -34,7 +34,7 @@ def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str
 
 
 def check(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON verdict object.")] = False,
     lang: LangOption = None,
@@ -44,9 +44,7 @@ def check(
     from alignlings.cli.report import render_verdict
     from alignlings.practice.grader import Grader
 
-    lang = resolve_lang(lang)
-    p = load(pack)
-    ex = get_exercise(p, exercise_id, code_only=True)
+    lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     _, code = read_submission(ex.key, file, pack_args(pack))
     from alignlings.practice.session import Practice
 

@@ -20,6 +20,7 @@ LangOption = Annotated[
     str | None, typer.Option("--lang", help="Language of texts: en or zh (default: $ALIGNLINGS_LANG, else the locale).",
                              show_default=False)
 ]
+ExerciseId = Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")]
 PackOption = Annotated[
     list[Path] | None, typer.Option(
         "--pack", help="Load exercises from this pack folder (repeatable: a course of several packs; a built-in "
@@ -126,6 +127,14 @@ def load(pack):
         return load_pack(paths)
     except PackError as exc:
         raise UsageError("pack", "--pack", message=pack_error_text(exc)) from None
+
+
+def open_exercise(exercise_id: str, lang: str | None, pack, *, code_only: bool = False):
+    """What a command about one exercise starts with: (the language, the loaded course, the exercise);
+    the language first, so that an unknown id or a broken pack is said in it."""
+    lang = resolve_lang(lang)
+    course = load(pack)
+    return lang, course, get_exercise(course, exercise_id, code_only=code_only)
 
 
 def pack_error_text(exc: Exception) -> str:

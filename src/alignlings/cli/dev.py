@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import (LangOption, PackOption, UsageError, console, get_exercise, given_packs, load,
+from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, given_packs, open_exercise,
                                    resolve_lang)
 
 MSG = i18n.lang_table("cli.dev")  # strings: locales/{en,zh}.toml [cli.dev]
@@ -126,7 +126,7 @@ def dev_new(
 
 @dev_app.command("preview")
 def dev_preview(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
@@ -137,9 +137,7 @@ def dev_preview(
     from alignlings.practice import blanks as bl
     from alignlings.practice.grader import Grader, template_for
 
-    lang = resolve_lang(lang)
-    p = load(pack)
-    ex = get_exercise(p, exercise_id, code_only=True)
+    lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     out = console()
     say = MSG[lang]
     out.rule(say["template"].format(lang=lang))

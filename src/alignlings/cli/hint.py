@@ -8,13 +8,14 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, load, pack_args, resolve_lang, saved, session, usage
+from alignlings.cli.common import (ExerciseId, LangOption, PackOption, console, load, pack_args, resolve_lang, saved, session,
+                                   usage)
 
 MSG = i18n.table("cli.hint")  # strings: locales/{en,zh}.toml [cli.hint]
 
 
 def hint(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     blank: Annotated[int | None, typer.Option("--blank", metavar="N", show_default=False,
                                               help="Hints for blank N only (TODO N in the template).")] = None,
     lang: LangOption = None,

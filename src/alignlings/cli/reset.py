@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
 
-import typer
 
 from alignlings import i18n
-from alignlings.cli.common import (
-    LangOption,
-    PackOption,
-    console,
-    exercise_file,
-    get_exercise,
-    load,
-    resolve_lang,
-    saved,
-    session,
-)
+from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, exercise_file, open_exercise, saved, session
 
 MSG = i18n.table("cli.reset")  # strings: locales/{en,zh}.toml [cli.reset]
 
 
 def reset(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
@@ -31,9 +19,7 @@ def reset(
     from alignlings.cli.start import backup
     from alignlings.practice.grader import template_for
 
-    lang = resolve_lang(lang)
-    course = load(pack)
-    ex = get_exercise(course, exercise_id)
+    lang, course, ex = open_exercise(exercise_id, lang, pack)
     done = session(course).reset(ex)
     out = console()
     if done.recorded:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import (LangOption, PackOption, UsageError, console, get_exercise, load,
+from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, get_exercise, load,
                                    resolve_lang)
 
 
@@ -107,7 +107,7 @@ LEVEL = i18n.texts("cli.show.level")  # strings: locales/{en,zh}.toml [cli.show]
 
 
 def show(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     code: Annotated[bool, typer.Option("--code", help="Print only the template a learner gets.")] = False,
     lang: LangOption = None,
     pack: PackOption = None,

@@ -5,24 +5,21 @@ their lines whole: a pipe has no width, and rich would cut each line at its defa
 
 from __future__ import annotations
 
-from typing import Annotated
 
 import typer
 
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, saved, session, usage
+from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, open_exercise, saved, session, usage
 
 
 def solution(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
     """Reveal the reference solution and its explanation; your progress records that you looked."""
     from rich.markdown import Markdown
 
-    lang = resolve_lang(lang)
-    course = load(pack)
-    ex = get_exercise(course, exercise_id, code_only=True)
+    lang, course, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     with usage():
         shown = session(course).reveal(ex, lang=lang)
     out = console()

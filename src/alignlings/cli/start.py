@@ -8,16 +8,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import (
-    LangOption,
-    PackOption,
-    console,
-    exercise_file,
-    get_exercise,
-    load,
-    pack_args,
-    resolve_lang,
-)
+from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, exercise_file, open_exercise, pack_args
 
 MSG = i18n.table("cli.start")  # strings: locales/{en,zh}.toml [cli.start]
 
@@ -30,7 +21,7 @@ def backup(path) -> str:
 
 
 def start(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file (after backing it up).")] = False,
     lang: LangOption = None,
     pack: PackOption = None,
@@ -40,8 +31,7 @@ def start(
 
     from alignlings.practice.grader import template_for
 
-    lang = resolve_lang(lang)
-    ex = get_exercise(load(pack), exercise_id, code_only=True)
+    lang, _, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     path = exercise_file(ex.key)
     out = console()
     if path.exists():

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from alignlings import i18n
-from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang
+from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, open_exercise
 
 MSG = i18n.table("cli.watch")  # strings: locales/{en,zh}.toml [cli.watch]
 
@@ -63,7 +63,7 @@ def _changes_manual():
 
 
 def watch(
-    exercise_id: Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")],
+    exercise_id: ExerciseId,
     file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,
     manual: Annotated[bool, typer.Option("--manual", help="Re-check when you press Enter instead of on save.")] = False,
     poll: Annotated[bool, typer.Option("--poll", help="Poll the file's mtime instead of OS file events.")] = False,
@@ -76,9 +76,7 @@ def watch(
     from alignlings.cli.report import render_verdict
     from alignlings.practice.grader import Grader
 
-    lang = resolve_lang(lang)
-    p = load(pack)
-    ex = get_exercise(p, exercise_id, code_only=True)
+    lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     path, _ = read_submission(ex.key, file)
     out = console()
     with Grader(p, warm=True) as grader:
