@@ -132,7 +132,7 @@ class FileKind(Kind):
         return {"toy:off-by-two": ex.solution_source.replace("x + 1", "x + 2")}
 
     def annotate(self, ex, trusted, learner, code, verdict, lang, names):
-        verdict["toy"] = {"passed": verdict["passed"]}
+        verdict["toy"] = {"passed": verdict["passed"], "variants": sorted(trusted.variants)}
 
 
 PREDICT = register(Predict())
@@ -231,6 +231,7 @@ def test_a_toy_kind_is_graded_with_its_own_variants_and_verdict_entry(toy, tmp_p
         bad = grader.check("toy-add", "def f(x):\n    return x + 2\n", run_main=False, variant=0)
     assert good["passed"] and not bad["passed"]
     assert good["toy"]["passed"] is True and bad["toy"]["passed"] is False  # the kind annotated both
+    assert good["toy"]["variants"] == ["toy:off-by-two"]  # its extra file was run by the grader's trusted job
 
 
 def test_a_toy_kind_opens_on_its_page_with_its_template(toy, tmp_path, monkeypatch):

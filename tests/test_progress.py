@@ -563,5 +563,7 @@ def test_the_progress_module_still_offers_everything_the_store_defines(module):
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     defined |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    missing = sorted(name for name in defined if getattr(P, name, None) is not getattr(mod, name))
+    state = {name for n in ast.walk(tree) if isinstance(n, ast.Global) for name in n.names}  # rebound at run time
+    missing = sorted(name for name in defined - state if getattr(P, name, None) is not getattr(mod, name))
+    assert all(hasattr(P, name) for name in state)
     assert defined and missing == [], missing
