@@ -172,7 +172,7 @@ def test_dev_new_and_dev_check_speak_chinese(isolated, monkeypatch):
             path.write_text(text.replace("TODO(author): ", "").replace("TODO(author)", ""), encoding="utf-8")
     out = runner.invoke(app, ["dev", "check", "--pack", str(pack)])
     assert out.exit_code == 0, out.output
-    for said in ("结构", "英文与中文文本", "3 个常见错误均被判错", "2 个错误修复均被判错", "答案、理由与代码", "dev check 通过"):
+    for said in ("结构", "英文与中文文本", "3 个误区写法均被判错", "2 个错误修复均被判错", "答案、理由与代码", "dev check 通过"):
         assert said in out.output, out.output
     assert english_sentences(out.output) == [], out.output
 
