@@ -45,9 +45,9 @@ def check_texts(ex: Exercise) -> list[str]:
             continue
         if not texts.statement.strip():
             problems.append(f"texts/{lang}.toml: empty statement")
-        if len(texts.hints) < MIN_HINTS:
+        if kinds.of(ex).texts_need_hints and len(texts.hints) < MIN_HINTS:
             problems.append(f"texts/{lang}.toml: {len(texts.hints)} hints, expected at least {MIN_HINTS}")
-        if not texts.explanation.strip():
+        if kinds.of(ex).texts_need_hints and not texts.explanation.strip():
             problems.append(f"texts/{lang}.toml: empty explanation")
         if lang not in ex.title:
             problems.append(f"exercise.toml: title has no {lang!r}")
@@ -72,7 +72,7 @@ def check_texts(ex: Exercise) -> list[str]:
                     problems.append(f"misconception {m.id}: no {lang} feedback")
         if len(ex.misconceptions) < MIN_MISCONCEPTIONS:
             problems.append(f"misconceptions.toml: {len(ex.misconceptions)}, expected at least {MIN_MISCONCEPTIONS}")
-    else:
+    elif ex.is_quiz:
         for q in ex.quiz:
             for lang in LANGS:
                 if not q.question.get(lang):

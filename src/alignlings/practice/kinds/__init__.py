@@ -30,11 +30,42 @@ class Kind:
     web_page: str | None = None  # its own page in ``web.helpers.PAGES``; None: the fill-in page
     template: str = "exercise.html"  # the web template of that page
     cli_wrote: str = "wrote"  # the ``alignlings start`` message key (cli/start.py)
+    cli_not_file: str = "quiz_not_code"  # the [cli.errors] key when a command needs a file (start, check...)
+    texts_need_hints: bool = True  # dev check wants hints and an explanation in texts/<lang>.toml
 
     def dev_check(self, ex: Exercise, grader: Any) -> tuple[list[str], list[str]] | None:
         """``dev check`` beyond the texts: (problems, what was checked), or None when the exercise is
         proved by the grader's run of its solution and misconceptions (``practice.devcheck``)."""
         return None
+
+    # -- spaced review (practice.review asks the exercise's kind, never branches on it) ---------------
+    review_needs_grader: bool = True  # its review answers are graded in the grader's sandbox
+
+    def review_items(self, ex: Exercise) -> list[Any]:
+        """The ``practice.review.Item`` s this exercise brings to spaced review."""
+        return []
+
+    def review_prompt(self, review: Any, item: Any, base: dict[str, Any], lang: str) -> Any:
+        """What the learner sees of one of its review items (a ``practice.review.Prompt``, no answer);
+        ``base``: the fields every prompt has."""
+        raise ValueError(f"item: {item.key} cannot be asked: {self.name} exercises bring no review items")
+
+    def review_check(self, review: Any, item: Any, answer: Any, grader: Any, lang: str) -> dict:
+        """Judge a review answer: ``correct``, ``expected``, ``feedback`` and per-kind details."""
+        raise ValueError(f"item: {item.key} cannot be checked: {self.name} exercises bring no review items")
+
+    def review_withholds(self, item: Any) -> bool:
+        """Whether a wrong answer's ``expected`` is withheld until the exercise is solved or its
+        solution seen (it would solve the exercise)."""
+        return False
+
+    def question_ids(self, ex: Exercise) -> list[str]:
+        """The ids of its questions answered by choosing an option (recorded as quiz answers)."""
+        return []
+
+    def practise_url(self, ex: Exercise) -> str:
+        """Where the learner practises it (the mastery table's link)."""
+        return f"/exercises/{ex.key}"
 
     def __repr__(self) -> str:
         return f"<kind {self.name}>"
@@ -70,4 +101,4 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-from alignlings.practice.kinds import bug, bug_or_not, fill, quiz  # noqa: E402,F401 - they register themselves
+from alignlings.practice.kinds import bug, bug_or_not, fill, predict, quiz  # noqa: E402,F401 - they register themselves

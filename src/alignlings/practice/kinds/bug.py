@@ -1,6 +1,7 @@
 """The spot-the-bug drill (``kind = "bug"``): the learner fixes buggy.py, graded as a file; ``dev
 check`` proves buggy.py fails, the fix passes and each known wrong fix is caught
-(``practice.bugdrill.check_bug_drill``)."""
+(``practice.bugdrill.check_bug_drill``). In spaced review a fixed drill is an item ``bug/DRILL``:
+the buggy file again, graded as a whole file."""
 
 from __future__ import annotations
 
@@ -20,6 +21,27 @@ class Bug(Kind):
         from alignlings.practice import bugdrill
 
         return bugdrill.check_bug_drill(ex, grader)
+
+    def review_items(self, ex):
+        from alignlings.practice.review import Item, drill_concepts
+
+        return [Item(f"bug/{ex.id}", "bug", ex.pack, ex.key, drill_concepts(ex))]
+
+    def review_prompt(self, review, item, base, lang):
+        from alignlings.practice import bugdrill
+        from alignlings.practice.review import BugPrompt
+
+        ex = review.pack.get(item.exercise)
+        return BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
+                         hint=bugdrill.where(ex, lang))
+
+    def review_check(self, review, item, answer, grader, lang):
+        from alignlings.practice.review import check_bug
+
+        return check_bug(review.pack.get(item.exercise), answer, grader, lang)
+
+    def review_withholds(self, item):
+        return True  # the fix would solve the drill
 
 
 BUG = register(Bug())

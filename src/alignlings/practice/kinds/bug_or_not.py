@@ -1,12 +1,14 @@
 """Bug or not (``kind = "bug-or-not"``): a snippet from bugornot.toml, asked as two quiz questions
-(bug or expected, then why); ``dev check``: ``practice.bugdrill.check_bug_or_not``."""
+(bug or expected, then why); ``dev check``: ``practice.bugdrill.check_bug_or_not``. In spaced review
+its two questions are quiz items (``quiz/DRILL:verdict``, ``quiz/DRILL:reason``) sharing the drill's tags."""
 
 from __future__ import annotations
 
-from alignlings.practice.kinds import Kind, register
+from alignlings.practice.kinds import register
+from alignlings.practice.kinds.quiz import Quiz
 
 
-class BugOrNot(Kind):
+class BugOrNot(Quiz):
     name = "bug-or-not"
     label = {"en": "bug or not", "zh": "是不是 bug"}
     answered_by_choice = True
@@ -17,6 +19,15 @@ class BugOrNot(Kind):
         from alignlings.practice import bugdrill
 
         return bugdrill.check_bug_or_not(ex)
+
+    def question_tags(self, ex):
+        from alignlings.practice.review import drill_concepts
+
+        tags = drill_concepts(ex)
+        return {q.id: tags for q in ex.quiz} if tags else {}
+
+    def practise_url(self, ex):
+        return f"/exercises/{ex.key}"  # its own page (web/quiz.py with only it)
 
 
 BUG_OR_NOT = register(BugOrNot())
