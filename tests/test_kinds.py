@@ -26,8 +26,8 @@ def test_every_built_in_kind_is_registered_and_keeps_the_old_meaning():
 
 
 def test_an_unknown_kind_is_a_clear_error():
-    with pytest.raises(KeyError, match="unknown exercise kind 'predict'.*code"):
-        kinds.get("predict")
+    with pytest.raises(KeyError, match="unknown exercise kind 'flashcard'.*code"):
+        kinds.get("flashcard")
     with pytest.raises(ValueError, match="already registered"):
         kinds.register(type("Other", (kinds.Kind,), {"name": "quiz"})())
     with pytest.raises(TypeError, match="Kind instance"):
@@ -43,7 +43,7 @@ def _exercise_folder(root, kind):
 
 
 def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monkeypatch):
-    with pytest.raises(PackError, match="kind must be one of 'code', 'quiz', 'bug', 'bug-or-not', got 'toy-predict'"):
+    with pytest.raises(PackError, match="kind must be one of 'code', 'quiz', 'bug', 'bug-or-not', 'predict', got 'toy-predict'"):
         load_exercise(_exercise_folder(tmp_path / "before", "toy-predict"))
     (tmp_path / "toykind.py").write_text(textwrap.dedent('''
         from alignlings.practice.kinds import Kind, register
