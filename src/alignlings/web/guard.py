@@ -17,7 +17,8 @@ server, or the request gets 403. Its body must be ``Content-Type: application/js
 otherwise), which an HTML form cannot send and which a cross-site script cannot send without a
 CORS preflight that this server never grants. A request with neither header is from a
 non-browser client (curl, a script, the tests) and is allowed: such a client could as well read
-the progress database directly. Only a body-less one may omit the Content-Type. So a cross-site
+the progress database directly. Only a body-less one may omit the Content-Type. One HTML form is
+allowed, with the browser's proof that it comes from this origin: a predict item's commit. So a cross-site
 form or ``fetch`` cannot check, reveal, take hints, answer, import or start runs.
 
 Every response carries ``Referrer-Policy: no-referrer`` (:class:`SecurityHeadersMiddleware`).
@@ -152,9 +153,18 @@ class SameOriginMiddleware:
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         bodyless = "content-type" not in headers and headers.get("content-length", "0") == "0" \
             and "transfer-encoding" not in headers and origin is None and site is None
-        if ctype != "application/json" and not bodyless:
+        if ctype != "application/json" and not bodyless and not self._own_form(scope, ctype, origin, site):
             return await _send_error(scope, send, 415, "expected Content-Type: application/json")
         return await self.app(scope, receive, send)
+
+    @staticmethod
+    def _own_form(scope, ctype: str, origin: str | None, site: str | None) -> bool:
+        """An HTML form of this server's own pages that works without JavaScript (a predict item's
+        commit, ``POST /exercises/ID/predict``): allowed only when the browser proves it comes from
+        this origin (``Origin`` checked above, or ``Sec-Fetch-Site: same-origin``)."""
+        path = scope.get("path", "")
+        return (ctype == "application/x-www-form-urlencoded" and path.startswith("/exercises/")
+                and path.endswith("/predict") and (origin is not None or site == "same-origin"))
 
 
 def _same_origin(origin: str, scope, headers: dict[str, str]) -> bool:
