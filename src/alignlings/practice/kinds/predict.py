@@ -41,7 +41,6 @@ class Predict(Kind):
                              statement=ex.texts(lang).statement)
 
     def review_check(self, review, item, answer, grader, lang):
-        from alignlings.practice import predict as pr
         from alignlings.practice.kinds.quiz import check_choice
 
         ex = review.pack.get(item.exercise)
