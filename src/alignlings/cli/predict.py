@@ -23,7 +23,9 @@ def predict(
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Answer a predict item: choose what you expect a small run to show, then see the run and why."""
+    """Answer a predict item: choose what you expect a small run to show, then see the run and why.
+
+    The run is cached; its time limit is ALIGNLINGS_PREDICT_TIMEOUT seconds (default 120)."""
     from rich.markup import escape
 
     lang = resolve_lang(lang)

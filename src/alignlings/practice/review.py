@@ -50,6 +50,7 @@ import json
 import logging
 import random
 import re
+import sys
 import threading
 import tomllib
 import uuid as uuidlib
@@ -76,6 +77,7 @@ MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
 _log = logging.getLogger("alignlings.practice")
+_THIS = sys.modules[__name__]  # what the kinds' review hooks get (practice.kinds: they never import review)
 _NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
 
 
@@ -334,7 +336,7 @@ def catalog(pack: Pack) -> dict[tuple[str, str], Item]:
 
 def _catalog(pack: Pack) -> dict[tuple[str, str], Item]:
     """Each exercise's kind says which items it brings (``Kind.review_items``, practice.kinds)."""
-    return {item.uid: item for ex in pack for item in ex.kind_spec.review_items(ex)}
+    return {item.uid: item for ex in pack for item in ex.kind_spec.review_items(_THIS, ex)}
 
 
 # -- history -> reviews ------------------------------------------------------------------------
@@ -690,7 +692,7 @@ def present(review: Review, item: Item, lang: str = "en") -> Prompt:
     ex = review.pack.get(item.exercise)
     base: dict[str, Any] = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
                             "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
-    return ex.kind_spec.review_prompt(review, item, base, lang)
+    return ex.kind_spec.review_prompt(_THIS, review, item, base, lang)
 
 
 def cloze_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) -> ClozePrompt:
@@ -760,7 +762,7 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     recognised): learner code never runs in this process.
     """
     ex = review.pack.get(item.exercise)
-    return ex.kind_spec.review_check(review, item, answer, grader, lang)
+    return ex.kind_spec.review_check(_THIS, review, item, answer, grader, lang)
 
 
 def check_cloze(review: Review, item: Item, answer: Any, grader: Grader, lang: str) -> dict:

@@ -7,7 +7,8 @@ template show it, and its label. ``of(ex)`` returns the kind of an exercise; ``r
 so a new kind is one new module (plus its templates) that calls ``register``.
 
 This package imports nothing that imports ``practice.pack`` (only ``Exercise`` for typing), so the
-pack loader can ask it without an import circle.
+pack loader can ask it without an import circle; what review needs of a kind gets the review module
+as an argument (``rv``).
 """
 
 from __future__ import annotations
@@ -39,18 +40,20 @@ class Kind:
         return None
 
     # -- spaced review (practice.review asks the exercise's kind, never branches on it) ---------------
+    # ``rv`` is the module practice.review, passed in by it: a kind never imports review, which
+    # imports the pack loader and the grader (an import circle through this package otherwise).
     review_needs_grader: bool = True  # its review answers are graded in the grader's sandbox
 
-    def review_items(self, ex: Exercise) -> list[Any]:
-        """The ``practice.review.Item`` s this exercise brings to spaced review."""
+    def review_items(self, rv: Any, ex: Exercise) -> list[Any]:
+        """The ``rv.Item`` s this exercise brings to spaced review."""
         return []
 
-    def review_prompt(self, review: Any, item: Any, base: dict[str, Any], lang: str) -> Any:
+    def review_prompt(self, rv: Any, review: Any, item: Any, base: dict[str, Any], lang: str) -> Any:
         """What the learner sees of one of its review items (a ``practice.review.Prompt``, no answer);
         ``base``: the fields every prompt has."""
         raise ValueError(f"item: {item.key} cannot be asked: {self.name} exercises bring no review items")
 
-    def review_check(self, review: Any, item: Any, answer: Any, grader: Any, lang: str) -> dict:
+    def review_check(self, rv: Any, review: Any, item: Any, answer: Any, grader: Any, lang: str) -> dict:
         """Judge a review answer: ``correct``, ``expected``, ``feedback`` and per-kind details."""
         raise ValueError(f"item: {item.key} cannot be checked: {self.name} exercises bring no review items")
 

@@ -22,23 +22,18 @@ class Bug(Kind):
 
         return bugdrill.check_bug_drill(ex, grader)
 
-    def review_items(self, ex):
-        from alignlings.practice.review import Item, drill_concepts
+    def review_items(self, rv, ex):
+        return [rv.Item(f"bug/{ex.id}", "bug", ex.pack, ex.key, rv.drill_concepts(ex))]
 
-        return [Item(f"bug/{ex.id}", "bug", ex.pack, ex.key, drill_concepts(ex))]
-
-    def review_prompt(self, review, item, base, lang):
+    def review_prompt(self, rv, review, item, base, lang):
         from alignlings.practice import bugdrill
-        from alignlings.practice.review import BugPrompt
 
         ex = review.pack.get(item.exercise)
-        return BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
-                         hint=bugdrill.where(ex, lang))
+        return rv.BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
+                            hint=bugdrill.where(ex, lang))
 
-    def review_check(self, review, item, answer, grader, lang):
-        from alignlings.practice.review import check_bug
-
-        return check_bug(review.pack.get(item.exercise), answer, grader, lang)
+    def review_check(self, rv, review, item, answer, grader, lang):
+        return rv.check_bug(review.pack.get(item.exercise), answer, grader, lang)
 
     def review_withholds(self, item):
         return True  # the fix would solve the drill

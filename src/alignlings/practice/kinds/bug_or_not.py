@@ -20,10 +20,8 @@ class BugOrNot(Quiz):
 
         return bugdrill.check_bug_or_not(ex)
 
-    def question_tags(self, ex):
-        from alignlings.practice.review import drill_concepts
-
-        tags = drill_concepts(ex)
+    def question_tags(self, rv, ex):
+        tags = rv.drill_concepts(ex)
         return {q.id: tags for q in ex.quiz} if tags else {}
 
     def practise_url(self, ex):

@@ -18,33 +18,28 @@ class Fill(Kind):
     web_page = None  # web/exercises.py: the template with an input per blank
     template = "exercise.html"
 
-    def review_items(self, ex):
+    def review_items(self, rv, ex):
         from alignlings.practice.blanks import find_blanks
-        from alignlings.practice.review import Item, blank_concepts, cloze_lines, misconception_concepts
 
         blanks = find_blanks(ex.solution_source)
-        by_blank = blank_concepts(ex)
-        items = [Item(f"exercise/{ex.id}", "exercise", ex.pack, ex.key,
+        by_blank = rv.blank_concepts(ex)
+        items = [rv.Item(f"exercise/{ex.id}", "exercise", ex.pack, ex.key,
                       tuple(dict.fromkeys(t for b in blanks for t in by_blank.get(b.index, ()))))]
-        miscs = misconception_concepts(ex)
-        items += [Item(f"misconception/{ex.id}/{m.id}", "misconception", ex.pack, ex.key, miscs[m.id],
+        miscs = rv.misconception_concepts(ex)
+        items += [rv.Item(f"misconception/{ex.id}/{m.id}", "misconception", ex.pack, ex.key, miscs[m.id],
                        blank=m.blank, misconception=m.id) for m in ex.misconceptions]
         if ex.cloze:
             blank_at = {b.line: b.index for b in blanks}
-            items += [Item(f"cloze/{ex.id}/{line}", "cloze", ex.pack, ex.key,
-                           by_blank.get(blank_at.get(line, 0), ()), line=line) for line in cloze_lines(ex)]
+            items += [rv.Item(f"cloze/{ex.id}/{line}", "cloze", ex.pack, ex.key,
+                              by_blank.get(blank_at.get(line, 0), ()), line=line) for line in rv.cloze_lines(ex)]
         return items
 
-    def review_prompt(self, review, item, base, lang):
-        from alignlings.practice import review as rv
-
+    def review_prompt(self, rv, review, item, base, lang):
         if item.kind == "cloze":  # the item kinds this exercise kind brings (not exercise kinds)
             return rv.cloze_prompt(review, item, base, lang)
         return rv.blank_prompt(review, item, base, lang)
 
-    def review_check(self, review, item, answer, grader, lang):
-        from alignlings.practice import review as rv
-
+    def review_check(self, rv, review, item, answer, grader, lang):
         if grader is None:
             raise ValueError("grader: a code item is graded in the sandbox; pass a Grader")
         if item.kind == "cloze":

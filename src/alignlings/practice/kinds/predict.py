@@ -27,20 +27,16 @@ class Predict(Kind):
     texts_need_hints = False  # a short intro; each question has its own explanation
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
 
-    def review_items(self, ex):
-        from alignlings.practice.review import Item
+    def review_items(self, rv, ex):
+        return [rv.Item(f"predict/{q.id}", "predict", ex.pack, ex.key, q.concepts, question=q.id) for q in ex.predict]
 
-        return [Item(f"predict/{q.id}", "predict", ex.pack, ex.key, q.concepts, question=q.id) for q in ex.predict]
-
-    def review_prompt(self, review, item, base, lang):
-        from alignlings.practice.review import PredictPrompt
-
+    def review_prompt(self, rv, review, item, base, lang):
         ex = review.pack.get(item.exercise)
         q = next(q for q in ex.predict if q.id == item.question)
-        return PredictPrompt(**base, question=q.question.get(lang, ""), options=[o.text.get(lang, "") for o in q.options],
-                             statement=ex.texts(lang).statement)
+        return rv.PredictPrompt(**base, question=q.question.get(lang, ""),
+                                options=[o.text.get(lang, "") for o in q.options], statement=ex.texts(lang).statement)
 
-    def review_check(self, review, item, answer, grader, lang):
+    def review_check(self, rv, review, item, answer, grader, lang):
         from alignlings.practice.kinds.quiz import check_choice
 
         ex = review.pack.get(item.exercise)

@@ -19,24 +19,18 @@ class Quiz(Kind):
     def dev_check(self, ex, grader):
         return [], []  # its texts and questions are checked by practice.devcheck.check_texts
 
-    def question_tags(self, ex) -> dict[str, tuple[str, ...]]:
-        from alignlings.practice.review import question_concepts
+    def question_tags(self, rv, ex) -> dict[str, tuple[str, ...]]:
+        return rv.question_concepts(ex)
 
-        return question_concepts(ex)
+    def review_items(self, rv, ex):
+        tags = self.question_tags(rv, ex)
+        return [rv.Item(f"quiz/{q.id}", "quiz", ex.pack, ex.key, tags.get(q.id, ()), question=q.id) for q in ex.quiz]
 
-    def review_items(self, ex):
-        from alignlings.practice.review import Item
-
-        tags = self.question_tags(ex)
-        return [Item(f"quiz/{q.id}", "quiz", ex.pack, ex.key, tags.get(q.id, ()), question=q.id) for q in ex.quiz]
-
-    def review_prompt(self, review, item, base, lang):
-        from alignlings.practice.review import QuizPrompt
-
+    def review_prompt(self, rv, review, item, base, lang):
         q = next(q for q in review.pack.get(item.exercise).quiz if q.id == item.question)
-        return QuizPrompt(**base, question=q.question.get(lang, ""), options=[o.text.get(lang, "") for o in q.options])
+        return rv.QuizPrompt(**base, question=q.question.get(lang, ""), options=[o.text.get(lang, "") for o in q.options])
 
-    def review_check(self, review, item, answer, grader, lang) -> dict:
+    def review_check(self, rv, review, item, answer, grader, lang) -> dict:
         q = next(q for q in review.pack.get(item.exercise).quiz if q.id == item.question)
         return check_choice(q, answer, lang)
 
@@ -50,10 +44,8 @@ class Quiz(Kind):
 def check_choice(q: Any, answer: Any, lang: str) -> dict:
     """A chosen option judged: ``correct``, ``expected`` (the right index), the chosen option's
     ``feedback`` and every option's text, why and whether it is right (quiz and predict questions)."""
-    from alignlings.practice.review import reject
-
     if isinstance(answer, bool) or not isinstance(answer, int):
-        raise reject(answer, "an option index")
+        raise ValueError(f"answer: expected an option index, got {type(answer).__name__} {str(answer)[:60]!r}")
     if not 0 <= answer < len(q.options):
         raise ValueError(f"answer: expected an option index 0..{len(q.options) - 1}, got {answer}")
     return {"correct": answer == q.answer, "expected": q.answer,
