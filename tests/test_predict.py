@@ -462,6 +462,13 @@ def test_the_web_page_asks_first_and_shows_the_run_after_the_form_commit(pack, t
     assert client.post("/exercises/predict-toy/predict", data=form).status_code == 415  # no proof of origin
     assert client.post("/exercises/predict-toy/predict", data=form,
                        headers={"Origin": "http://evil.example"}).status_code == 403
+    assert client.post("/exercises/predict-toy/predict", data=form,
+                       headers={"Origin": "null", "Sec-Fetch-Site": "cross-site"}).status_code == 403
+    same = client.post("/exercises/predict-toy/predict", data=form,  # a browser's form under no-referrer
+                       headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 200 and "predict-result" in same.text
+    assert client.post("/api/quiz/toy-q", data={"choice": "0"},  # other routes still take JSON only
+                       headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"}).status_code in (403, 415)
     done = client.post("/exercises/predict-toy/predict?lang=zh", data=form, headers={"Origin": "http://testserver"})
     assert done.status_code == 200
     assert "你预测的是 C：运行结果支持的是 B。" in done.text and "slow 最终为 0.25，fast 为 0.75。" in done.text
