@@ -493,3 +493,15 @@ def test_a_locked_track_refuses_predictions():
                             course) == "predict-k3-gradient"
     assert _graded_exercise({**post, "path": "/exercises/predict-k3-gradient/predict"}, course) == "predict-k3-gradient"
     assert _graded_exercise({"type": "http", "method": "GET", "path": "/exercises/predict-k3-gradient"}, course) is None
+
+
+def test_the_dev_check_command_fails_on_a_wrong_answer(tmp_path):
+    from typer.testing import CliRunner
+
+    from alignlings.cli.app import app
+
+    root = make_pack(tmp_path / "wrong", predict=PREDICT.replace("answer = 1", "answer = 2"))
+    result = CliRunner().invoke(app, ["dev", "check", "--pack", str(root)])
+    assert result.exit_code == 1
+    assert f"{root / 'predict-toy' / 'predict.toml'}:4: answer = 2, but supports_toy(run_toy()) = option 1" in \
+        result.output.replace("\n", "")

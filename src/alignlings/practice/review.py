@@ -264,8 +264,9 @@ def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
 
 def drill_concepts(ex: Exercise) -> tuple[str, ...]:
     """``concepts = [...]`` of a ``bug`` or ``bug-or-not`` drill's exercise.toml: the drill's tags
-    (a bug-or-not drill's two questions share them); asked by those kinds only."""
-    if "concepts" not in ex.meta:
+    (a bug-or-not drill's two questions share them); () for an exercise with blanks, whose
+    ``[concepts]`` table maps blanks (:func:`blank_concepts`)."""
+    if ex.kind_spec.has_blanks or "concepts" not in ex.meta:
         return ()
     return _tags(ex.meta["concepts"], f"{ex.path / 'exercise.toml'}: concepts")
 
