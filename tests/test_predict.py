@@ -501,7 +501,8 @@ def test_the_dev_check_command_fails_on_a_wrong_answer(tmp_path):
     from alignlings.cli.app import app
 
     root = make_pack(tmp_path / "wrong", predict=PREDICT.replace("answer = 1", "answer = 2"))
-    result = CliRunner().invoke(app, ["dev", "check", "--pack", str(root)])
+    result = CliRunner().invoke(app, ["dev", "check", "--pack", str(root)], env={"COLUMNS": "1000"})
     assert result.exit_code == 1
-    assert f"{root / 'predict-toy' / 'predict.toml'}:4: answer = 2, but supports_toy(run_toy()) = option 1" in \
-        result.output.replace("\n", "")
+    line = PREDICT.splitlines().index("answer = 1") + 1
+    assert f"{root / 'predict-toy' / 'predict.toml'}:{line}: answer = 2, but supports_toy(run_toy()) = option 1" in \
+        result.output
