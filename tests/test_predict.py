@@ -426,6 +426,8 @@ def test_the_cli_asks_commits_runs_and_explains(pack, tmp_path, monkeypatch):
     monkeypatch.setenv("ALIGNLINGS_WORKSPACE", str(tmp_path / "ws"))
     root = str(pack.path)
     runner = CliRunner()
+    first = runner.invoke(app, ["--pack", root], catch_exceptions=False)
+    assert "Predict, then see the run: `alignlings predict predict-toy --pack" in first.output.replace("\n", " ")
     out = runner.invoke(app, ["predict", "predict-toy", "--pack", root], input="x\nA\n", catch_exceptions=False)
     assert out.exit_code == 0, out.output
     text = out.output
@@ -435,6 +437,8 @@ def test_the_cli_asks_commits_runs_and_explains(pack, tmp_path, monkeypatch):
     assert "fast line" in text and "▁" in text  # the chart as a text table with sparklines
     zh = runner.invoke(app, ["predict", "--pack", root, "--lang", "zh"], input="B\n", catch_exceptions=False)
     assert "你的预测是对的。" in zh.output and "slow 最终为 0.25" in zh.output
+    home = runner.invoke(app, ["--pack", root], catch_exceptions=False)
+    assert "Next: toy-quiz" in home.output  # predict-toy is solved by the right prediction above
     start = runner.invoke(app, ["start", "predict-toy", "--pack", root])
     assert start.exit_code == 2 and "alignlings predict predict-toy" in start.output
     listed = runner.invoke(app, ["list", "--pack", root], catch_exceptions=False)

@@ -16,6 +16,7 @@ class Bug(Kind):
     web_page = "bug"  # web/bugdrill.py
     template = "bug.html"
     cli_wrote = "wrote_bug"
+    cli_next = "next"
 
     def dev_check(self, ex, grader):
         from alignlings.practice import bugdrill

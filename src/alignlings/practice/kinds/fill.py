@@ -17,6 +17,7 @@ class Fill(Kind):
     has_blanks = True
     web_page = None  # web/exercises.py: the template with an input per blank
     template = "exercise.html"
+    cli_next = "next"
 
     def review_items(self, rv, ex):
         from alignlings.practice.blanks import find_blanks

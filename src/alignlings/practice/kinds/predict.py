@@ -24,6 +24,7 @@ class Predict(Kind):
     web_page = "predict"  # web/predict.py
     template = "predict.html"
     cli_not_file = "predict_not_code"
+    cli_next = "next_predict"
     texts_need_hints = False  # a short intro; each question has its own explanation
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
 
