@@ -31,6 +31,7 @@ class Kind:
     web_page: str | None = None  # its own page in ``web.helpers.PAGES``; None: the fill-in page
     template: str = "exercise.html"  # the web template of that page
     cli_wrote: str = "wrote"  # the ``alignlings start`` message key (cli/start.py)
+    cli_answer: str = "quiz"  # the command that answers it when it is not a file (a notebook says so)
     cli_next: str = "next_quiz"  # the [cli.common] key of the home screen's "Next: ..." line
     cli_not_file: str = "quiz_not_code"  # the [cli.errors] key when a command needs a file (start, check...)
     texts_need_hints: bool = True  # dev check wants hints and an explanation in texts/<lang>.toml

@@ -25,6 +25,7 @@ class Predict(Kind):
     template = "predict.html"
     cli_not_file = "predict_not_code"
     cli_next = "next_predict"
+    cli_answer = "predict"
     texts_need_hints = False  # a short intro; each question has its own explanation
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
 
