@@ -486,6 +486,12 @@ def test_the_web_page_asks_first_and_shows_the_run_after_the_form_commit(pack, t
     assert client.post("/api/predict/predict-toy/toy-speed", json={"choice": 9}).status_code == 422
     assert client.post("/api/predict/toy-quiz/toy-q", json={"choice": 0}).status_code == 404
     assert client.get("/exercises/predict-toy").text.count("✓") >= 1  # solved now
+    reviewed = client.post("/api/review/answer?lang=en", json={"item": "predict/toy-speed", "pack": "toy", "answer": 2})
+    assert reviewed.status_code == 200, reviewed.text
+    shown = reviewed.json()["result"]
+    assert not shown["correct"] and shown["options"][1]["why_html"]
+    assert "slow ends at 0.25" in shown["predict_html"] and "larger slope" in shown["predict_html"]
+    assert shown["chart_html"].startswith('<figure class="predict-chart"') and "visually-hidden" in shown["chart_html"]
 
 
 def test_a_locked_track_refuses_predictions():

@@ -95,6 +95,28 @@ def line_chart_svg(chart: dict, label_id: str) -> str:
     return "".join(parts)
 
 
+def chart_figure(chart: dict, cid: str, lang: str) -> str:
+    """The chart as one HTML figure (the review page inserts it): the SVG, its caption, the legend
+    and the visually hidden table of its numbers."""
+    s = STRINGS.get(lang, STRINGS["en"])
+    esc = html.escape
+    items = []
+    for item in legend(chart):
+        dash = f' stroke-dasharray="{item["dash"]}"' if item["dash"] else ""
+        items.append(f'<li><svg width="28" height="10" aria-hidden="true" focusable="false"><line x1="0" x2="28" '
+                     f'y1="5" y2="5" stroke="{item["color"]}" stroke-width="3"{dash}/></svg> {esc(item["label"])}</li>')
+    n = max(len(x["points"]) for x in chart["series"])
+    head = "".join(f'<th scope="col">{esc(x["label"])}</th>' for x in chart["series"])
+    rows = "".join(f'<tr><th scope="row">{i}</th>' + "".join(
+        f"<td>{x['points'][i]:.4g}</td>" if i < len(x["points"]) else "<td></td>" for x in chart["series"]) + "</tr>"
+        for i in range(n))
+    return (f'<figure class="predict-chart" id="{esc(cid)}">{line_chart_svg(chart, cid + "-caption")}'
+            f'<figcaption id="{esc(cid)}-caption">{esc(s["chart_caption"].format(y=chart["y"], x=chart["x"]))}</figcaption>'
+            f'<ul class="predict-legend">{"".join(items)}</ul><table class="visually-hidden"><caption>'
+            f'{esc(s["table_caption"].format(y=chart["y"], x=chart["x"]))}</caption><thead><tr><th scope="col">'
+            f'{esc(chart["x"])}</th>{head}</tr></thead><tbody>{rows}</tbody></table></figure>')
+
+
 def legend(chart: dict) -> list[dict]:
     return [{"label": s["label"], "color": STYLES[j % len(STYLES)][0], "dash": STYLES[j % len(STYLES)][1]}
             for j, s in enumerate(chart["series"])]
@@ -118,14 +140,7 @@ def _result_view(result, lang: str) -> dict:
             "options": [{"letter": LETTERS[i], "html": render.inline_markdown(o.text),
                          "why_html": render.inline_markdown(o.why), "correct": o.correct, "chosen": i == result.choice}
                         for i, o in enumerate(result.options)],
-            "chart": None}
-    if result.chart:
-        cid = f"chart-{result.question}"
-        view["chart"] = {"id": cid, "svg": line_chart_svg(result.chart, cid + "-caption"), "x": result.chart["x"],
-                         "y": result.chart["y"], "legend": legend(result.chart),
-                         "rows": [[i] + [s["points"][i] if i < len(s["points"]) else None for s in result.chart["series"]]
-                                  for i in range(max(len(s["points"]) for s in result.chart["series"]))],
-                         "labels": [s["label"] for s in result.chart["series"]]}
+            "chart_html": chart_figure(result.chart, f"chart-{result.question}", lang) if result.chart else None}
     return view
 
 

@@ -109,11 +109,11 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     for o in result.get("options") or []:  # questions answered by choosing (quiz, predict)
         o["why_html"] = render.inline_markdown(o["why"])
     if "explanation" in result:  # a predict item: the (cached) run's result, then why
-        from alignlings.web.predict import line_chart_svg
+        from alignlings.web.predict import chart_figure
 
         shown = [result["result_text"] or result.get("run_error") or "", result["explanation"]]
         result["predict_html"] = render.markdown("\n\n".join(x for x in shown if x))
-        result["chart_svg"] = line_chart_svg(result["chart"], "review-chart-caption") if result.get("chart") else None
+        result["chart_html"] = chart_figure(result["chart"], "review-chart", lang) if result.get("chart") else None
     if result.get("feedback"):
         result["feedback_html"] = render.inline_markdown(result["feedback"])
     if result.get("story"):
