@@ -96,3 +96,22 @@ def test_the_form_works_without_javascript(browser, server):
         assert pg.locator(".verdict-head").inner_text() == "You predicted B: the run supports it."
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_review_asks_the_prediction_again_then_shows_the_run(browser, server, lang):
+    """After the commits above the item has been met: practising its concept asks it as a quiz
+    question, then shows the (cached) run, its chart and the explanation."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, base_url=server)
+    pg = context.new_page()
+    pg.set_default_timeout(45_000)
+    try:
+        pg.goto(f"/review?concept=toy-tag&lang={lang}")
+        pg.locator("button.option").nth(1).click()
+        pg.wait_for_selector(".predict-review")
+        assert TEXTS[lang]["result"] in pg.locator(".predict-review").inner_text()
+        assert TEXTS[lang]["why"] in pg.locator(".predict-review").inner_text()
+        assert pg.locator("figure.predict-chart svg.predict-svg").is_visible()
+        assert axe_problems(pg) == []
+    finally:
+        context.close()
