@@ -1,6 +1,8 @@
 """Spaced review: what to practise again today, scheduled with FSRS, and mastery per concept.
 
-Review items come from the packs' data, so a new exercise brings its items with it:
+Review items come from the packs' data, so a new exercise brings its items with it; each exercise's
+kind says which (``Kind.review_items``), how one is asked (``review_prompt``) and judged
+(``review_check``), so this module never branches on the kind of an exercise:
 
 - ``cloze/EXERCISE/LINE``: a line of a cloze snippet, its worthwhile tokens masked together (a
   "position family"); introduced by the cloze drill.
@@ -13,6 +15,8 @@ Review items come from the packs' data, so a new exercise brings its items with 
   one they failed most, then the one with the most known misconceptions).
 - ``quiz/QUESTION``: a quiz question once answered; a ``bug-or-not`` drill's two questions
   (``quiz/DRILL:verdict``, ``quiz/DRILL:reason``) are quiz questions too, asked as in the quiz.
+- ``predict/QUESTION``: a predict item's question once answered, asked again like a quiz question;
+  the answer brings the (cached) run's result, chart and explanation (``practice.predict``).
 - ``bug/DRILL``: a ``bug`` drill once fixed; the re-test is the buggy file again, graded as a whole
   file by the grader's sandbox (``Grader.check(key, code)``), like the drill itself.
 

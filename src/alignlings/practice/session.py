@@ -386,7 +386,8 @@ class Practice:
         if (code is None) == (fills is None):
             raise UsageError("code", "give exactly one of 'code' and 'fills'")
         if not ex.is_code:
-            raise UsageError("ID", f"{ex.key!r} is a quiz: answer it with the quiz", missing=True)
+            raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item, not a file: answer it with "
+                                   f"`alignlings {ex.kind_spec.cli_answer} {ex.key}`", missing=True)
         grader = self.grader()
         verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
         graded = code if code is not None else grader.submission(ex, fills=fills).code
@@ -446,7 +447,8 @@ class Practice:
         from alignlings.practice.grader import solution_for
 
         if not ex.is_code:
-            raise UsageError("ID", f"{ex.key!r} is a quiz: it has no solution file", missing=True)
+            raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item: it has no solution file",
+                             missing=True)
         recorded = self._safely(f"the reveal of {ex.key}",
                                 lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
         texts = ex.texts(lang)
