@@ -516,3 +516,33 @@ def test_the_dev_check_command_fails_on_a_wrong_answer(tmp_path):
     line = PREDICT.splitlines().index("answer = 1") + 1
     assert f"{root / 'predict-toy' / 'predict.toml'}:{line}: answer = 2, but supports_toy(run_toy()) = option 1" in \
         result.output
+
+
+def test_the_cli_and_the_web_app_share_one_record_of_predictions(pack, home, monkeypatch):
+    """One store, both interfaces: the same answers, the same solved state, the same review history."""
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from alignlings.cli.app import app
+    from alignlings.practice import review as rv
+    from alignlings.web.app import create_app
+
+    monkeypatch.setenv("COLUMNS", "160")
+    out = CliRunner().invoke(app, ["predict", "predict-toy", "--pack", str(pack.path)], input="A\n",
+                             catch_exceptions=False)
+    assert "it supports B" in out.output
+    web = create_app(str(pack.path), db_path=home / "progress.sqlite3", warm_up=False)
+    client = TestClient(web)
+    assert client.post("/api/predict/predict-toy/toy-speed", json={"choice": 1}).json()["correct"]
+    store = ProgressStore(home / "progress.sqlite3")
+    assert store.quiz_answers(pack="toy")["toy-speed"] == {**store.quiz_answers(pack="toy")["toy-speed"],
+                                                           "choice": 1, "correct": True, "attempts": 2}
+    practice = Practice(store, pack)
+    assert practice.summary().exercises["predict-toy"].solved
+    practice.review().sync()
+    log = store.review_log(pack="toy", item="predict/toy-speed")
+    assert [(r["source"], r["rating"]) for r in log] == [("quiz", rv.AGAIN), ("quiz", rv.GOOD)]
+    sources = {a["source"] for a in store.attempts("predict-toy", pack="toy")}
+    assert sources == {"cli", "web"}  # each interface closed a round
+    store.close()
+    web.state.ctx.store.close()
