@@ -26,8 +26,8 @@ def test_every_built_in_kind_is_registered_and_keeps_the_old_meaning():
 
 
 def test_an_unknown_kind_is_a_clear_error():
-    with pytest.raises(KeyError, match="unknown exercise kind 'predict'.*code"):
-        kinds.get("predict")
+    with pytest.raises(KeyError, match="unknown exercise kind 'flashcard'.*code"):
+        kinds.get("flashcard")
     with pytest.raises(ValueError, match="already registered"):
         kinds.register(type("Other", (kinds.Kind,), {"name": "quiz"})())
     with pytest.raises(TypeError, match="Kind instance"):
@@ -43,7 +43,7 @@ def _exercise_folder(root, kind):
 
 
 def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monkeypatch):
-    with pytest.raises(PackError, match="kind must be one of 'code', 'quiz', 'bug', 'bug-or-not', got 'toy-predict'"):
+    with pytest.raises(PackError, match="kind must be one of 'code', 'quiz', 'bug', 'bug-or-not', 'predict', got 'toy-predict'"):
         load_exercise(_exercise_folder(tmp_path / "before", "toy-predict"))
     (tmp_path / "toykind.py").write_text(textwrap.dedent('''
         from alignlings.practice.kinds import Kind, register
@@ -261,3 +261,36 @@ def test_a_toy_kind_opens_on_its_page_with_its_template(toy, tmp_path, monkeypat
             c.get("/exercises/toy-one")
         answer = c.post("/api/quiz/toy-q1", json={"choice": 1})
         assert answer.status_code == 200 and answer.json()["correct"] is True
+
+
+def test_review_asks_the_kind_for_its_items_prompts_and_verdicts(tmp_path, monkeypatch):
+    """practice.review never branches on an exercise's kind: a new kind brings its own review items,
+    asks them and judges them through its hooks (given the review module, ``rv``)."""
+    from alignlings.practice import review as rv
+    from alignlings.practice.pack import Pack
+
+    class Flashcard(kinds.Kind):
+        name = "toy-flashcard"
+        label = {"en": "flashcard", "zh": "卡片"}
+        review_needs_grader = False
+
+        def review_items(self, rv, ex):
+            return [rv.Item(f"card/{ex.id}", "card", ex.pack, ex.key, ("toy-tag",))]
+
+        def review_prompt(self, rv, review, item, base, lang):
+            return rv.QuizPrompt(**base, question="2 + 2?", options=["3", "4"])
+
+        def review_check(self, rv, review, item, answer, grader, lang):
+            return {"correct": answer == 1, "expected": 1, "feedback": ""}
+
+    monkeypatch.setattr(kinds, "REGISTRY", dict(kinds.REGISTRY))
+    kinds.register(Flashcard())
+    ex = load_exercise(_exercise_folder(tmp_path, "toy-flashcard"))
+    ex.pack = "toy"
+    pack = Pack(id="toy", path=tmp_path, title={"en": "Toy", "zh": "玩具"}, exercises={ex.key: ex})
+    (item,) = rv.catalog(pack).values()
+    assert (item.key, item.concepts) == ("card/toy-one", ("toy-tag",))
+    review = rv.Review(store=None, pack=pack)  # type: ignore[arg-type]  # presenting and judging read no store
+    shown = rv.present(review, item)
+    assert isinstance(shown, rv.QuizPrompt) and shown.options == ["3", "4"] and shown.title == "Toy"
+    assert rv.check(review, item, 1)["correct"] and not rv.check(review, item, 0)["correct"]

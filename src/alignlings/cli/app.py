@@ -26,6 +26,7 @@ COMMANDS: list[tuple[typer.Typer, str | None, str]] = [
     (app, None, "export:export"),
     (app, None, "hint:hint"),
     (app, "list", "list:list_exercises"),
+    (app, None, "predict:predict"),
     (app, None, "progress:progress"),
     (app, None, "quiz:quiz"),
     (app, None, "reset:reset"),

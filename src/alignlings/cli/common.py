@@ -162,7 +162,7 @@ def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
                          packs=pack.describe(), sep=os.pathsep,
                          close=i18n.t("cli.errors.did_you_mean", lang, id=close[0]) if close else "") from None
     if code_only and not ex.kind_spec.graded_as_file:
-        raise UsageError("quiz_not_code", "ID", id=exercise_id)
+        raise UsageError(ex.kind_spec.cli_not_file, "ID", id=exercise_id)
     return ex
 
 

@@ -32,7 +32,7 @@ def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -
     if nxt is None:
         out.print(t("all_done", lang))
     else:
-        key = nxt.kind_spec.cli_next
+        key = nxt.kind_spec.cli_next  # "start it", "answer it with the quiz", "predict it"
         out.print(escape(t(key, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))))
     from alignlings.cli.review import review_line
 

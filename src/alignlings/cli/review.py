@@ -276,6 +276,13 @@ def _feedback(out, shown, result: dict, lang: str) -> None:
         for i, option in enumerate(result["options"]):
             mark = "[green]✓[/]" if option["correct"] else "[red]✗[/]"
             out.print(f"  {mark} {LETTERS[i]}) {escape(option['why'])}")
+        if isinstance(shown, rv.PredictPrompt):  # the (cached) run's result, then why
+            out.print(escape(result["result_text"] or result.get("run_error") or ""))
+            if result.get("chart"):
+                from alignlings.cli.predict import chart_table
+
+                out.print(chart_table(result["chart"], lang))
+            out.print(escape(result["explanation"].strip()))
     elif isinstance(shown, rv.ClozePrompt):
         for i, r in enumerate(result["results"], start=1):
             mark = "[green]✓[/]" if r["correct"] else "[red]✗[/]"

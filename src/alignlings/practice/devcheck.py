@@ -44,9 +44,9 @@ def check_texts(ex: Exercise) -> list[str]:
             continue
         if not texts.statement.strip():
             problems.append(f"texts/{lang}.toml: empty statement")
-        if len(texts.hints) < MIN_HINTS:
+        if kinds.of(ex).texts_need_hints and len(texts.hints) < MIN_HINTS:
             problems.append(f"texts/{lang}.toml: {len(texts.hints)} hints, expected at least {MIN_HINTS}")
-        if not texts.explanation.strip():
+        if kinds.of(ex).texts_need_hints and not texts.explanation.strip():
             problems.append(f"texts/{lang}.toml: empty explanation")
         if lang not in ex.title:
             problems.append(f"exercise.toml: title has no {lang!r}")

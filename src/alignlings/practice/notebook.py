@@ -134,10 +134,10 @@ def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None):
             cells.append(new_markdown_cell(_msg("run_main", lang)))
             cells.append(new_code_cell(textwrap.dedent(main.strip("\n")).strip() + "\n"))
     else:
-        for i, q in enumerate(ex.quiz, start=1):
+        for i, q in enumerate(ex.predict or ex.quiz, start=1):  # a predict item's questions, or the quiz's
             opts = "\n".join(f"- {chr(65 + j)}) {o.text[lang]}" for j, o in enumerate(q.options))
             cells.append(new_markdown_cell(f"**{i}. {q.question[lang]}**\n\n{opts}"))
-        command = f"alignlings quiz {ex.key}" + "".join(f" --pack {p}" for p in pack or ())
+        command = f"alignlings {ex.kind_spec.cli_answer} {ex.key}" + "".join(f" --pack {p}" for p in pack or ())
         cells.append(new_markdown_cell(_msg("answer", lang, command=command)))
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                             "language": "python"}})

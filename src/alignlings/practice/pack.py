@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from alignlings.i18n import LANGS  # noqa: E402,F401 - the one list of languages
 from alignlings.practice import kinds
@@ -174,6 +175,16 @@ class Exercise:
         return self.kind_spec.questions(self)
 
 
+    @cached_property
+    def predict(self) -> tuple[Any, ...]:
+        """A ``predict`` item's questions (``practice.predict.PredictQuestion``) from predict.toml."""
+        if self.kind_spec.name != "predict":
+            return ()
+        from alignlings.practice.predict import load_questions
+
+        return load_questions(self)
+
+
 @dataclass(frozen=True)
 class Track:
     """An ordered group of exercises in a pack (``[[track]]`` in pack.toml); a course lists packs
@@ -276,7 +287,7 @@ class Pack:
         return [e for e in self if e.kind_spec.has_blanks]
 
 
-KINDS = ("code", "quiz", "bug", "bug-or-not")
+KINDS = ("code", "quiz", "bug", "bug-or-not", "predict")
 
 
 def load_exercise(path: Path) -> Exercise:

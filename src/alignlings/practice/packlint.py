@@ -104,6 +104,7 @@ def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Proble
                 where += [(ex.path / "misconceptions.toml", t) for t in (raw.get(m.id, {}).get("concepts") or ())]
         if ex.kind_spec.questions_file == "quiz.toml":  # tags per question (bugornot.toml's are the drill's)
             where += [(ex.path / "quiz.toml", t) for tags in review.question_concepts(ex).values() for t in tags]
+        where += [(ex.path / "predict.toml", t) for q in ex.predict for t in q.concepts]  # predict items
     except PackError as exc:
         text = str(exc)
         path = Path(text.split(": ", 1)[0]) if text.startswith(str(ex.path)) else ex.path / "exercise.toml"

@@ -1,6 +1,8 @@
 """Spaced review: what to practise again today, scheduled with FSRS, and mastery per concept.
 
-Review items come from the packs' data, so a new exercise brings its items with it:
+Review items come from the packs' data, so a new exercise brings its items with it; each exercise's
+kind says which (``Kind.review_items``), how one is asked (``review_prompt``) and judged
+(``review_check``), so this module never branches on the kind of an exercise:
 
 - ``cloze/EXERCISE/LINE``: a line of a cloze snippet, its worthwhile tokens masked together (a
   "position family"); introduced by the cloze drill.
@@ -13,6 +15,8 @@ Review items come from the packs' data, so a new exercise brings its items with 
   one they failed most, then the one with the most known misconceptions).
 - ``quiz/QUESTION``: a quiz question once answered; a ``bug-or-not`` drill's two questions
   (``quiz/DRILL:verdict``, ``quiz/DRILL:reason``) are quiz questions too, asked as in the quiz.
+- ``predict/QUESTION``: a predict item's question once answered, asked again like a quiz question;
+  the answer brings the (cached) run's result, chart and explanation (``practice.predict``).
 - ``bug/DRILL``: a ``bug`` drill once fixed; the re-test is the buggy file again, graded as a whole
   file by the grader's sandbox (``Grader.check(key, code)``), like the drill itself.
 
@@ -50,6 +54,7 @@ import json
 import logging
 import random
 import re
+import sys
 import threading
 import tomllib
 import uuid as uuidlib
@@ -68,7 +73,7 @@ if TYPE_CHECKING:
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
-KINDS = ("cloze", "misconception", "exercise", "quiz", "bug")
+KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "predict")  # item kinds
 RERATINGS = {"hard": HARD, "good": GOOD, "easy": EASY}  # what a right answer may be re-rated to
 MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
@@ -76,6 +81,7 @@ MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
 _log = logging.getLogger("alignlings.practice")
+_THIS = sys.modules[__name__]  # what the kinds' review hooks get (practice.kinds: they never import review)
 _NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
 
 
@@ -243,7 +249,7 @@ def _tags(value: Any, where: str) -> tuple[str, ...]:
 
 def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
     """``[concepts]`` of exercise.toml: blank number -> tags (``1 = ["implicit-reward"]``)."""
-    if not ex.is_code or ex.is_bug:
+    if not ex.kind_spec.has_blanks:
         return {}
     table = ex.meta.get("concepts", {})
     where = f"{ex.path / 'exercise.toml'}: [concepts]"
@@ -251,7 +257,7 @@ def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
         raise PackError(f"{where}: expected a table mapping blank numbers to lists of tags")
     from alignlings.practice.blanks import find_blanks
 
-    n = len(find_blanks(ex.solution_source)) if ex.is_code else 0
+    n = len(find_blanks(ex.solution_source))
     out = {}
     for key, tags in table.items():
         if not str(key).isdigit() or not 1 <= int(key) <= n:
@@ -262,8 +268,9 @@ def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
 
 def drill_concepts(ex: Exercise) -> tuple[str, ...]:
     """``concepts = [...]`` of a ``bug`` or ``bug-or-not`` drill's exercise.toml: the drill's tags
-    (a bug-or-not drill's two questions share them)."""
-    if ex.kind not in ("bug", "bug-or-not") or "concepts" not in ex.meta:
+    (a bug-or-not drill's two questions share them); () for an exercise with blanks, whose
+    ``[concepts]`` table maps blanks (:func:`blank_concepts`)."""
+    if ex.kind_spec.has_blanks or "concepts" not in ex.meta:
         return ()
     return _tags(ex.meta["concepts"], f"{ex.path / 'exercise.toml'}: concepts")
 
@@ -289,9 +296,7 @@ def misconception_concepts(ex: Exercise) -> dict[str, tuple[str, ...]]:
 
 
 def question_concepts(ex: Exercise) -> dict[str, tuple[str, ...]]:
-    if ex.kind == "bug-or-not":
-        tags = drill_concepts(ex)
-        return {q.id: tags for q in ex.quiz} if tags else {}
+    """question id -> ``concepts`` of quiz.toml's questions (the concept quiz)."""
     raw = {str(q.get("id", f"q{i + 1}")): q for i, q in enumerate(_raw(ex, "quiz.toml", "question"))}
     return {q.id: _tags(raw[q.id]["concepts"], f"{ex.path / 'quiz.toml'}: question {q.id!r} concepts")
             for q in ex.quiz if raw.get(q.id, {}).get("concepts") is not None}
@@ -335,38 +340,8 @@ def catalog(pack: Pack) -> dict[tuple[str, str], Item]:
 
 
 def _catalog(pack: Pack) -> dict[tuple[str, str], Item]:
-    from alignlings.practice.blanks import find_blanks
-
-    out: dict[tuple[str, str], Item] = {}
-
-    def add(item: Item) -> None:
-        out[item.uid] = item
-
-    for ex in pack:
-        if ex.is_quiz:  # the concept quiz and bug-or-not drills
-            tags = question_concepts(ex)
-            for q in ex.quiz:
-                add(Item(f"quiz/{q.id}", "quiz", ex.pack, ex.key, tags.get(q.id, ()), question=q.id))
-            continue
-        if ex.is_bug:
-            add(Item(f"bug/{ex.id}", "bug", ex.pack, ex.key, drill_concepts(ex)))
-            continue
-        if not ex.is_code:
-            continue
-        blanks = find_blanks(ex.solution_source)
-        by_blank = blank_concepts(ex)
-        add(Item(f"exercise/{ex.id}", "exercise", ex.pack, ex.key,
-                 tuple(dict.fromkeys(t for b in blanks for t in by_blank.get(b.index, ())))))
-        miscs = misconception_concepts(ex)
-        for m in ex.misconceptions:
-            add(Item(f"misconception/{ex.id}/{m.id}", "misconception", ex.pack, ex.key, miscs[m.id],
-                     blank=m.blank, misconception=m.id))
-        if ex.cloze:
-            blank_at = {b.line: b.index for b in blanks}
-            for line in cloze_lines(ex):
-                add(Item(f"cloze/{ex.id}/{line}", "cloze", ex.pack, ex.key,
-                         by_blank.get(blank_at.get(line, 0), ()), line=line))
-    return out
+    """Each exercise's kind says which items it brings (``Kind.review_items``, practice.kinds)."""
+    return {item.uid: item for ex in pack for item in ex.kind_spec.review_items(_THIS, ex)}
 
 
 # -- history -> reviews ------------------------------------------------------------------------
@@ -383,8 +358,9 @@ def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
     items = {key: item for (p, key), item in known.items() if p == part}
     ids = {ex.id for ex in pack if ex.pack == part}
     out: list[dict] = []
-    for r in sources["quiz"]:
-        key = f"quiz/{r['question_id']}"
+    by_question = {item.question: key for key, item in items.items() if item.question is not None}
+    for r in sources["quiz"]:  # answers to quiz, bug-or-not and predict questions (ids unique in a pack)
+        key = by_question.get(str(r["question_id"]), "")
         if key in items:
             out.append(_event(key, GOOD if r["correct"] else AGAIN, r["created_at"], r["uuid"], "quiz"))
     rounds: dict[tuple[str, str, int], list[dict]] = {}
@@ -593,11 +569,14 @@ class Review:
         out = []
         for tag, row in rows.items():
             r = row.pop("_r")
-            exercise, kind = row.pop("exercise"), row.pop("kind")
+            exercise, _ = row.pop("exercise"), row.pop("kind")
             row["mastery"] = round(sum(r) / len(r), 4) if r else None
             row["title"] = names.get(tag, tag)
-            row["practise"] = (f"/review?concept={tag}" if r else
-                               "/quiz" if kind == "quiz" else f"/exercises/{exercise}")
+            if r:
+                row["practise"] = f"/review?concept={tag}"
+            else:
+                ex = self.pack.get(exercise)
+                row["practise"] = ex.kind_spec.practise_url(ex)
             out.append(row)
         out.sort(key=lambda r: (r["mastery"] is None, r["mastery"] or 0.0, r["concept"]))
         return out
@@ -673,6 +652,14 @@ class QuizPrompt(Prompt):
 
 
 @dataclass(frozen=True)
+class PredictPrompt(QuizPrompt):
+    """A predict question asked again: answered like a quiz question (``form`` "quiz"); the answer
+    brings the (cached) run's result and the explanation."""
+
+    statement: str = ""
+
+
+@dataclass(frozen=True)
 class ClozePrompt(Prompt):
     source: str
     line: int
@@ -704,28 +691,32 @@ class BugPrompt(Prompt):
 
 
 def present(review: Review, item: Item, lang: str = "en") -> Prompt:
-    """What the learner sees for an item (no answers): a :class:`QuizPrompt`, :class:`ClozePrompt`,
+    """What the learner sees for an item (no answers), as the exercise's kind asks it
+    (``Kind.review_prompt``): a :class:`QuizPrompt` (:class:`PredictPrompt`), :class:`ClozePrompt`,
     :class:`BlankPrompt` (misconception and exercise items) or :class:`BugPrompt`."""
+    ex = review.pack.get(item.exercise)
+    base: dict[str, Any] = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
+                            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
+    return ex.kind_spec.review_prompt(_THIS, review, item, base, lang)
+
+
+def cloze_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) -> ClozePrompt:
+    from alignlings.practice import cloze as cz
+
+    ex = review.pack.get(item.exercise)
+    source = cz.snippet_source(ex, lang)
+    masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
+    return ClozePrompt(**base, source=source, line=item.line or 0,
+                       masked=[{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
+                       hints=[p.token[0] for p in masked], rendered=cz.render(source, masked))
+
+
+def blank_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) -> BlankPrompt:
+    """A misconception or exercise item: one blank of the reference, the others filled."""
     from alignlings.practice import blanks as bl
     from alignlings.practice import cloze as cz
 
     ex = review.pack.get(item.exercise)
-    base: dict[str, Any] = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
-                            "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
-    if item.kind == "quiz":
-        q = next(q for q in ex.quiz if q.id == item.question)
-        return QuizPrompt(**base, question=q.question.get(lang, ""), options=[o.text.get(lang, "") for o in q.options])
-    if item.kind == "bug":
-        from alignlings.practice import bugdrill
-
-        return BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
-                         hint=bugdrill.where(ex, lang))
-    if item.kind == "cloze":
-        source = cz.snippet_source(ex, lang)
-        masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
-        return ClozePrompt(**base, source=source, line=item.line or 0,
-                           masked=[{"key": p.key, "line": p.line, "col": p.col, "end_col": p.end_col} for p in masked],
-                           hints=[p.token[0] for p in masked], rendered=cz.render(source, masked))
     blank = item.blank or hardest_blank(ex, review.store.attempts(ex.id, pack=ex.pack))
     variant = misconception_variant(review, item)
     blanks = bl.find_blanks(ex.solution_source)
@@ -761,49 +752,45 @@ def misconception_variant(review: Review, item: Item) -> str:
     return "fix" if done % 2 else "blank"
 
 
-def _reject(value: Any, expected: str) -> ValueError:
+def reject(value: Any, expected: str) -> ValueError:
     return ValueError(f"answer: expected {expected}, got {type(value).__name__} {str(value)[:60]!r}")
 
 
 def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = None, lang: str = "en") -> dict:
-    """Judge an answer: ``correct``, ``feedback``, ``expected`` (and per-kind details).
+    """Judge an answer: ``correct``, ``feedback``, ``expected`` (and per-kind details), as the
+    exercise's kind judges it (``Kind.review_check``).
 
-    ``answer``: the option index for a quiz item; ``{position key: text}`` for a cloze item (graded
-    by :func:`alignlings.practice.cloze.check`); the fill for a blank, graded by the grader's
-    sandbox (``Grader.check(..., fills=..., quick=True)``); the whole edited file for a bug drill,
-    graded like the drill (``Grader.check(key, code)``: every case, the wrong fixes recognised):
-    learner code never runs in this process.
+    ``answer``: the option index for a quiz or predict item; ``{position key: text}`` for a cloze
+    item (graded by :func:`alignlings.practice.cloze.check`); the fill for a blank, graded by the
+    grader's sandbox (``Grader.check(..., fills=..., quick=True)``); the whole edited file for a bug
+    drill, graded like the drill (``Grader.check(key, code)``: every case, the wrong fixes
+    recognised): learner code never runs in this process.
     """
-    from alignlings.practice import blanks as bl
+    ex = review.pack.get(item.exercise)
+    return ex.kind_spec.review_check(_THIS, review, item, answer, grader, lang)
+
+
+def check_cloze(review: Review, item: Item, answer: Any, grader: Grader, lang: str) -> dict:
     from alignlings.practice import cloze as cz
 
+    if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
+        raise reject(answer, "a {position key: text} mapping")
     ex = review.pack.get(item.exercise)
-    if item.kind == "quiz":
-        if isinstance(answer, bool) or not isinstance(answer, int):
-            raise _reject(answer, "an option index")
-        q = next(q for q in ex.quiz if q.id == item.question)
-        if not 0 <= answer < len(q.options):
-            raise ValueError(f"answer: expected an option index 0..{len(q.options) - 1}, got {answer}")
-        return {"correct": answer == q.answer, "expected": q.answer,
-                "feedback": q.options[answer].why.get(lang, ""),
-                "options": [{"text": o.text.get(lang, ""), "why": o.why.get(lang, ""), "correct": i == q.answer}
-                            for i, o in enumerate(q.options)]}
-    if grader is None:
-        raise ValueError("grader: a code item is graded in the sandbox; pass a Grader")
-    if item.kind == "cloze":
-        if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
-            raise _reject(answer, "a {position key: text} mapping")
-        source = cz.snippet_source(ex, lang)
-        masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
-        results = cz.check(ex, source, masked, answer, grader)
-        return {"correct": all(r["correct"] for r in results), "results": results,
-                "expected": " ".join(r["token"] for r in results), "feedback": ""}
-    if item.kind == "bug":
-        return _check_bug(ex, answer, grader, lang)
+    source = cz.snippet_source(ex, lang)
+    masked = cloze_lines(ex)[item.line or 0]  # a cloze item always has its line
+    results = cz.check(ex, source, masked, answer, grader)
+    return {"correct": all(r["correct"] for r in results), "results": results,
+            "expected": " ".join(r["token"] for r in results), "feedback": ""}
+
+
+def check_blank(review: Review, item: Item, answer: Any, grader: Grader, lang: str) -> dict:
+    from alignlings.practice import blanks as bl
+
     if not isinstance(answer, str):
-        raise _reject(answer, "the blank's code (a string)")
+        raise reject(answer, "the blank's code (a string)")
     if "\n" in answer.strip():
         raise ValueError("answer: a blank's fill must fit on one line")
+    ex = review.pack.get(item.exercise)
     shown = present(review, item, lang)
     assert isinstance(shown, BlankPrompt)  # misconception and exercise items are asked as a blank
     blank = shown.blank
@@ -821,11 +808,13 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
             "repeated": bool(item.misconception and entry.get("misconception") == item.misconception)}
 
 
-def _check_bug(ex: Exercise, answer: Any, grader: Grader, lang: str) -> dict:
+def check_bug(ex: Exercise, answer: Any, grader: Grader | None, lang: str) -> dict:
     from alignlings.practice import bugdrill
 
+    if grader is None:
+        raise ValueError("grader: a code item is graded in the sandbox; pass a Grader")
     if not isinstance(answer, str):
-        raise _reject(answer, "the edited file (a string)")
+        raise reject(answer, "the edited file (a string)")
     if not answer.strip() or len(answer) > MAX_FILE_CHARS:
         raise ValueError(f"answer: expected the edited file (1 to {MAX_FILE_CHARS} characters), got {len(answer)}")
     verdict: Any = grader.check(ex.key, answer, lang=lang, run_main=False)
@@ -837,6 +826,10 @@ def _check_bug(ex: Exercise, answer: Any, grader: Grader, lang: str) -> dict:
             "expected": bugdrill.unified_diff(ex.buggy_source, ex.solution_source),
             "diff": info.get("diff", ""), "wrong_fix": info.get("wrong_fix"), "failing": info.get("failing", []),
             "story": info.get("story") if verdict["passed"] else None, "repeated": False}
+
+
+_reject = reject  # the old private name
+_check_bug = check_bug
 
 
 def schedule_row(review: Review, item: Item) -> list[dict]:
@@ -858,4 +851,4 @@ def describe_answer(answer: Any) -> str:
 
 
 __all__ = ["AGAIN", "HARD", "GOOD", "EASY", "Clock", "FixedClock", "Item", "Review", "catalog", "check",
-           "present", "Prompt", "QuizPrompt", "ClozePrompt", "BlankPrompt", "BugPrompt", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]
+           "present", "Prompt", "QuizPrompt", "PredictPrompt", "ClozePrompt", "BlankPrompt", "BugPrompt", "rate", "replay", "concept_names", "history_reviews", "schedule_row"]

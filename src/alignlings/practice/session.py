@@ -152,6 +152,40 @@ class QuizAnswer(_Result):
 
 
 @dataclass
+class PredictAsk(_Result):
+    """A predict question before the commit: nothing of the answer, the feedback or the result."""
+
+    exercise: str
+    question_id: str
+    intro: str  # the item's statement: what is being varied
+    question: str
+    options: list[str]
+    answered: bool  # a prediction was committed before (the page may say so; it shows nothing of it)
+
+
+@dataclass
+class PredictAnswer(_Result):
+    """A committed prediction and what the run showed."""
+
+    exercise: str
+    question: str
+    choice: int
+    answer: int  # the option the measured run supports
+    correct: bool
+    why: str  # feedback for the chosen option
+    options: list[QuizOption]
+    result_text: str | None  # the result sentence over the measured values (None: the run failed)
+    values: dict[str, float]
+    series: dict[str, list[float]]
+    chart: dict | None  # x, y labels and the drawn series with their legend labels (practice.predict.chart_data)
+    explanation: str
+    run_error: str | None  # why the run could not be shown (a sentence, never a traceback)
+    cached: bool
+    score: dict[str, Any] | None  # the round's {right, total, passed} once its last question is answered
+    recorded: bool
+
+
+@dataclass
 class ClozeDraw(_Result):
     exercise: str
     seed: int
@@ -360,7 +394,8 @@ class Practice:
         if (code is None) == (fills is None):
             raise UsageError("code", "give exactly one of 'code' and 'fills'")
         if not ex.kind_spec.graded_as_file:
-            raise UsageError("ID", f"{ex.key!r} is a quiz: answer it with the quiz", missing=True)
+            raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item, not a file: answer it with "
+                                   f"`alignlings {ex.kind_spec.cli_answer} {ex.key}`", missing=True)
         grader = self.grader()
         verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
         graded = code if code is not None else grader.submission(ex, fills=fills).code
@@ -415,7 +450,8 @@ class Practice:
         from alignlings.practice.grader import solution_for
 
         if not ex.kind_spec.graded_as_file:
-            raise UsageError("ID", f"{ex.key!r} is a quiz: it has no solution file", missing=True)
+            raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item: it has no solution file",
+                             missing=True)
         recorded = self._safely(f"the reveal of {ex.key}",
                                 lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
         texts = ex.texts(lang)
@@ -462,7 +498,7 @@ class Practice:
         pending = self._unrecorded_starts.get((ex.pack, ex.id))
         if pending and (not started or pending > str(started)):
             started = pending
-        ids = {q.id for q in ex.quiz}
+        ids = set(ex.kind_spec.question_ids(ex))  # quiz, bug-or-not and predict questions
         return {qid: a for qid, a in latest.items()
                 if qid in ids and (not started or str(a.get("answered_at", "")) >= str(started))}
 
@@ -535,6 +571,70 @@ class Practice:
         reason = self.lock_reason(ex, lang)
         if reason:
             raise Locked(reason)
+
+    # -- predict items -------------------------------------------------------------------------------
+    def predict_exercises(self) -> list[Exercise]:
+        return [ex for ex in self.course if ex.kind_spec.name == "predict"]
+
+    def predict_exercise(self, exercise_id: str) -> Exercise:
+        ex = self.exercise(exercise_id)
+        if ex.kind_spec.name != "predict":
+            ids = ", ".join(e.key for e in self.predict_exercises())
+            raise UsageError("ID", f"{ex.key!r} is not a predict item (predict items: {ids})", missing=True)
+        return ex
+
+    def _predict_question(self, ex: Exercise, question_id: str) -> Any:
+        ex = self.predict_exercise(ex.key)
+        for q in ex.predict:
+            if question_id in (q.id, f"{ex.pack}/{q.id}"):
+                return q
+        raise UsageError("question", f"{ex.key!r} has no question {question_id!r} "
+                                     f"(its questions: {', '.join(q.id for q in ex.predict)})", missing=True)
+
+    def predict_questions(self, ex: Exercise, *, lang: str = "en") -> list[PredictAsk]:
+        """The item's questions as asked before the commit: the intro, the question and the options,
+        nothing of the answer, the feedback or the result."""
+        ex = self.predict_exercise(ex.key)
+        answered = self._round_answers(ex)
+        intro = ex.texts(lang).statement
+        return [PredictAsk(ex.key, q.id, intro, q.question.get(lang, ""), [o.text.get(lang, "") for o in q.options],
+                           q.id in answered) for q in ex.predict]
+
+    def predict_answer(self, ex: Exercise, question_id: str, choice: int, *, lang: str = "en") -> PredictAnswer:
+        """Commit a prediction, then run the variant (or take its cached run) and show the result.
+
+        The choice is recorded first (like a quiz answer; a store failure is logged, the result is
+        still shown and ``recorded`` is False), and only then is anything of the answer or the run
+        computed. The item counts as solved under the quiz's rule: its last question closes a round,
+        recorded as one attempt that passes when every question's latest prediction is right."""
+        from alignlings.practice.kinds.predict import measured
+        from alignlings.practice.store import utcnow
+
+        q = self._predict_question(ex, question_id)
+        ex = self.predict_exercise(ex.key)
+        self._refuse_if_locked(ex, lang)  # a track locked for this learner refuses it, like a quiz answer
+        if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
+            raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
+        correct = choice == q.answer
+        recorded = self._safely(f"a prediction on {q.id}",
+                                lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
+        if recorded:
+            self._unrecorded_answers.pop((ex.pack, q.id), None)
+        else:  # it still counts toward this round
+            self._unrecorded_answers[(ex.pack, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
+        latest = self._round_answers(ex)
+        latest[q.id] = {"choice": choice, "correct": correct}
+        right = sum(1 for x in ex.predict if latest.get(x.id, {}).get("correct"))
+        total, score = len(ex.predict), None
+        if q.id == ex.predict[-1].id:
+            verdict = quiz_round_verdict(ex, right, total)
+            recorded = record_safely(self.store, ex, verdict, code="", source=self.source) and recorded
+            score = {"right": right, "total": total, "passed": right == total}
+        run = measured(ex, q, lang)
+        options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
+        return PredictAnswer(ex.key, q.id, choice, q.answer, correct, q.options[choice].why.get(lang, ""), options,
+                             run["result_text"], run["values"], run["series"], run["chart"], run["explanation"],
+                             run["run_error"], run["cached"], score, recorded)
 
     # -- the cloze drill -------------------------------------------------------------------------------
     def cloze_exercise(self, exercise_id: str) -> Exercise:
@@ -646,12 +746,15 @@ class Practice:
 
         engine = self.review()
         item = self.review_item(pack_id, key)
+        ex = self.course.get(item.exercise)
+        kind = ex.kind_spec  # how its items are graded and what a wrong answer may show (practice.kinds)
         try:
-            result = rv.check(engine, item, answer, grader=None if item.kind == "quiz" else self.grader(), lang=lang)
+            result = rv.check(engine, item, answer, grader=self.grader() if kind.review_needs_grader else None,
+                              lang=lang)
         except ValueError as exc:  # a malformed answer for this kind of item
             raise UsageError("answer", str(exc)) from None
-        if not result["correct"] and item.kind in ("exercise", "misconception", "bug"):
-            row = self._row(self.course.get(item.exercise))
+        if not result["correct"] and kind.review_withholds(item):
+            row = self._row(ex)
             if not row.get("solved") and not row.get("revealed"):  # the fill (or the fix) would solve it
                 result["expected"] = None
                 result["withheld"] = True
@@ -730,7 +833,7 @@ class Practice:
         limits: dict[str, Any] = {}
         if only_loaded:
             limits = {"exercises": {ex.id for ex in self.course},
-                      "questions": {q.id for ex in self.course if ex.kind_spec.answered_by_choice for q in ex.quiz},
+                      "questions": {qid for ex in self.course for qid in ex.kind_spec.question_ids(ex)},
                       "packs": {p.id for p in self.course.packs}}
         try:
             counts = self.store.import_(data, **limits)
@@ -786,6 +889,6 @@ class Practice:
         return out
 
 
-__all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer",
+__all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer", "PredictAsk", "PredictAnswer",
            "ClozeDraw", "ClozeChecked", "Summary", "ExerciseProgress", "PackProgress", "ReviewQueue", "ReviewAnswer", "ReviewRated",
            "ClassReport", "status_of"]

@@ -140,6 +140,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         app.include_router(module.router)
     app.include_router(review.router)
     app.state.templates.env.globals["review_due"] = review.due_count  # the nav's count of due reviews
+    from alignlings.web import predict as predict_pages  # predict items (issue 21 §5)
+
+    app.include_router(predict_pages.router)
     from alignlings.web import bugdrill  # spot-the-bug drills (issue 13)
 
     app.include_router(bugdrill.router)

@@ -305,7 +305,8 @@ GRADED = ("check", "hint", "solution")  # what a locked track refuses: /api/exer
 
 def _graded_exercise(scope, course) -> str | None:
     """The exercise key of a POST that checks work on it (``/api/exercises/KEY/check``, its hints and
-    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``), else None."""
+    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``, a prediction
+    ``/api/predict/KEY/QID`` or the predict page's form ``/exercises/KEY/predict``), else None."""
     if scope["type"] != "http" or scope.get("method") != "POST":
         return None
     path = scope.get("path", "")
@@ -315,6 +316,11 @@ def _graded_exercise(scope, course) -> str | None:
             if ex.kind_spec.answered_by_choice and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
                 return ex.key  # the first match, as web/quiz.py's find_question picks it
         return None
+    if path.startswith("/api/predict/"):  # a prediction: /api/predict/KEY/QID
+        key = path[len("/api/predict/"):].rpartition("/")[0]
+        return key or None
+    if path.startswith("/exercises/") and path.endswith("/predict"):  # the predict page's form
+        return path[len("/exercises/"):-len("/predict")] or None
     for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):
         if path.startswith(prefix):
             key, _, action = path[len(prefix):].rpartition("/")

@@ -17,7 +17,8 @@ server, or the request gets 403. Its body must be ``Content-Type: application/js
 otherwise), which an HTML form cannot send and which a cross-site script cannot send without a
 CORS preflight that this server never grants. A request with neither header is from a
 non-browser client (curl, a script, the tests) and is allowed: such a client could as well read
-the progress database directly. Only a body-less one may omit the Content-Type. So a cross-site
+the progress database directly. Only a body-less one may omit the Content-Type. One HTML form is
+allowed, with the browser's proof that it comes from this origin: a predict item's commit. So a cross-site
 form or ``fetch`` cannot check, reveal, take hints, answer, import or start runs.
 
 Every response carries ``Referrer-Policy: no-referrer`` (:class:`SecurityHeadersMiddleware`).
@@ -147,14 +148,29 @@ class SameOriginMiddleware:
         origin, site = headers.get("origin"), headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return await _send_error(scope, send, 403, f"cross-site request refused (Sec-Fetch-Site: {site})")
-        if origin is not None and not _same_origin(origin, scope, headers):
-            return await _send_error(scope, send, 403, f"cross-origin request refused (Origin: {origin[:100]})")
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+        own_form = self._own_form(scope, ctype, origin, site, headers)
+        if origin is not None and not _same_origin(origin, scope, headers) and not own_form:
+            return await _send_error(scope, send, 403, f"cross-origin request refused (Origin: {origin[:100]})")
         bodyless = "content-type" not in headers and headers.get("content-length", "0") == "0" \
             and "transfer-encoding" not in headers and origin is None and site is None
-        if ctype != "application/json" and not bodyless:
+        if ctype != "application/json" and not bodyless and not own_form:
             return await _send_error(scope, send, 415, "expected Content-Type: application/json")
         return await self.app(scope, receive, send)
+
+    @staticmethod
+    def _own_form(scope, ctype: str, origin: str | None, site: str | None, headers: dict[str, str]) -> bool:
+        """An HTML form of this server's own pages that works without JavaScript (a predict item's
+        commit, ``POST /exercises/ID/predict``): allowed only when the browser proves it comes from
+        this origin: ``Sec-Fetch-Site: same-origin`` (a header no page can set), or an ``Origin``
+        naming this server. (Under ``Referrer-Policy: no-referrer`` a form's ``Origin`` is "null".)"""
+        path = scope.get("path", "")
+        if ctype != "application/x-www-form-urlencoded" or not path.startswith("/exercises/") \
+                or not path.endswith("/predict"):
+            return False
+        if site is not None:
+            return site == "same-origin"
+        return origin is not None and _same_origin(origin, scope, headers)
 
 
 def _same_origin(origin: str, scope, headers: dict[str, str]) -> bool:

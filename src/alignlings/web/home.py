@@ -30,7 +30,7 @@ def groups(request: Request) -> list[dict]:
             for key in track.exercises:
                 ex = pack.exercises[key]
                 row = progress[key]
-                rows.append({"id": key, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "level": ex.level,
+                rows.append({"id": key, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "kind_label": ex.kind_spec.label.get(lang, ex.kind), "level": ex.level,
                              "solved": row.solved, "attempts": row.attempts, "hints": row.hints,
                              "revealed": row.revealed})
             needs = [pack.track(r).title.get(lang, r) for r in track.requires]

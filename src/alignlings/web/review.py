@@ -106,9 +106,14 @@ async def answer(request: Request, body: AnswerBody) -> dict:
 
     done = call(grade) if item.kind == "quiz" else await graded(request, grade, what=item.key)
     result = done.result
-    if item.kind == "quiz":
-        for o in result["options"]:
-            o["why_html"] = render.inline_markdown(o["why"])
+    for o in result.get("options") or []:  # questions answered by choosing (quiz, predict)
+        o["why_html"] = render.inline_markdown(o["why"])
+    if "explanation" in result:  # a predict item: the (cached) run's result, then why
+        from alignlings.web.predict import chart_figure
+
+        shown = [result["result_text"] or result.get("run_error") or "", result["explanation"]]
+        result["predict_html"] = render.markdown("\n\n".join(x for x in shown if x))
+        result["chart_html"] = chart_figure(result["chart"], "review-chart", lang) if result.get("chart") else None
     if result.get("feedback"):
         result["feedback_html"] = render.inline_markdown(result["feedback"])
     if result.get("story"):

@@ -8,7 +8,8 @@ so a new kind is one new module (plus its templates) that calls ``register``.
 
 This package imports nothing that imports ``practice.pack`` (only ``Exercise`` for typing), also
 inside its methods (``packdata``, ``blanks``, ``bugdrill`` and the skeletons' text), so the pack
-loader, the grader and ``dev check`` can ask it without an import circle.
+loader, the grader and ``dev check`` can ask it without an import circle; what review needs of a
+kind gets the review module as an argument (``rv``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class Kind:
     template: str = "exercise.html"  # the web template of that page
     web_whole_file: bool = False  # its page checks the whole file and shows cases in the page's terms
     cli_wrote: str = "wrote"  # the ``alignlings start`` message key (cli/start.py)
+    cli_answer: str = "quiz"  # the command that answers it when it is not a file (a notebook says so)
+    cli_not_file: str = "quiz_not_code"  # the [cli.errors] key when a command needs a file (start, check...)
+    texts_need_hints: bool = True  # dev check wants hints and an explanation in texts/<lang>.toml
 
     def __init__(self) -> None:
         self.author_name = self.author_name or self.name
@@ -96,6 +100,37 @@ class Kind:
         """Relative path -> text of a new exercise's files (``alignlings dev new``); None: not offered."""
         return None
 
+    # -- spaced review (practice.review asks the exercise's kind, never branches on it) ---------------
+    # ``rv`` is the module practice.review, passed in by it: a kind never imports review, which
+    # imports the pack loader and the grader (an import circle through this package otherwise).
+    review_needs_grader: bool = True  # its review answers are graded in the grader's sandbox
+
+    def review_items(self, rv: Any, ex: Exercise) -> list[Any]:
+        """The ``rv.Item`` s this exercise brings to spaced review."""
+        return []
+
+    def review_prompt(self, rv: Any, review: Any, item: Any, base: dict[str, Any], lang: str) -> Any:
+        """What the learner sees of one of its review items (a ``practice.review.Prompt``, no answer);
+        ``base``: the fields every prompt has."""
+        raise ValueError(f"item: {item.key} cannot be asked: {self.name} exercises bring no review items")
+
+    def review_check(self, rv: Any, review: Any, item: Any, answer: Any, grader: Any, lang: str) -> dict:
+        """Judge a review answer: ``correct``, ``expected``, ``feedback`` and per-kind details."""
+        raise ValueError(f"item: {item.key} cannot be checked: {self.name} exercises bring no review items")
+
+    def review_withholds(self, item: Any) -> bool:
+        """Whether a wrong answer's ``expected`` is withheld until the exercise is solved or its
+        solution seen (it would solve the exercise)."""
+        return False
+
+    def question_ids(self, ex: Exercise) -> list[str]:
+        """The ids of its questions answered by choosing an option (recorded as quiz answers)."""
+        return []
+
+    def practise_url(self, ex: Exercise) -> str:
+        """Where the learner practises it (the mastery table's link)."""
+        return f"/exercises/{ex.key}"
+
     def __repr__(self) -> str:
         return f"<kind {self.name}>"
 
@@ -149,4 +184,4 @@ def by_author_name(name: str) -> Kind | None:
 
 
 # in the order ``dev new --kind`` and error messages list them
-from alignlings.practice.kinds import fill, quiz, bug, bug_or_not  # noqa: E402,F401,I001 - they register themselves
+from alignlings.practice.kinds import fill, quiz, bug, bug_or_not, predict  # noqa: E402,F401,I001 - they register themselves

@@ -1,6 +1,7 @@
 """The spot-the-bug drill (``kind = "bug"``): the learner fixes buggy.py, graded as a file; ``dev
 check`` proves buggy.py fails, the fix passes and each known wrong fix is caught
-(``practice.bugdrill.check_bug_drill``)."""
+(``practice.bugdrill.check_bug_drill``). In spaced review a fixed drill is an item ``bug/DRILL``:
+the buggy file again, graded as a whole file."""
 
 from __future__ import annotations
 
@@ -44,6 +45,22 @@ class Bug(Kind):
 
     def skeleton(self, exercise_id):
         return skeletons.bug(exercise_id)
+
+    def review_items(self, rv, ex):
+        return [rv.Item(f"bug/{ex.id}", "bug", ex.pack, ex.key, rv.drill_concepts(ex))]
+
+    def review_prompt(self, rv, review, item, base, lang):
+        from alignlings.practice import bugdrill
+
+        ex = review.pack.get(item.exercise)
+        return rv.BugPrompt(**base, source=ex.buggy_source, statement=ex.texts(lang).statement,
+                            hint=bugdrill.where(ex, lang))
+
+    def review_check(self, rv, review, item, answer, grader, lang):
+        return rv.check_bug(review.pack.get(item.exercise), answer, grader, lang)
+
+    def review_withholds(self, item):
+        return True  # the fix would solve the drill
 
 
 BUG = register(Bug())

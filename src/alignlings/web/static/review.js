@@ -196,6 +196,8 @@
         const why = b.parentElement.querySelector(".why");
         why.innerHTML = o.why_html; why.hidden = false;
       });
+      if (result.predict_html) out.push(el("div", { class: "prose predict-review", html: result.predict_html }));  // a predict item's run and why
+      if (result.chart_html) out.push(el("div", { html: result.chart_html }));  // its chart, with the numbers as a table
     } else if (it.form === "cloze") {
       const inputs = [...body.querySelectorAll("input[data-key]")];
       result.results.forEach((r, j) => { if (inputs[j]) inputs[j].classList.add(r.correct ? "ok" : "bad"); });
