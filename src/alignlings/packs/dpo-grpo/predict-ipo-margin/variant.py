@@ -22,7 +22,7 @@ TAIL = 50
 
 
 def _train(loss_type: str) -> tuple[list[float], float]:
-    """The margin before training and after each step, and the final P(rejected)."""
+    """The margin before training (index 0) and after each step, and the final P(rejected)."""
     logits = torch.zeros(4, requires_grad=True)  # [4] answers; the policy starts at the reference
     ref_logps = torch.log_softmax(torch.zeros(4), dim=-1)  # uniform reference
     opt = torch.optim.Adam([logits], lr=LR)
@@ -62,7 +62,7 @@ def run_ipo_margin() -> dict:
             "dpo_p_rejected": dpo_p_rejected,
             "ipo_p_rejected": ipo_p_rejected,
         },
-        "series": {"dpo": dpo, "ipo": ipo},
+        "series": {"dpo": dpo[1:], "ipo": ipo[1:]},  # after each step: 200 points
     }
 
 

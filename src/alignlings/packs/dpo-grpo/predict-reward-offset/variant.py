@@ -35,9 +35,11 @@ def _train(bias: float) -> tuple[list[float], list[float], float, float]:
     chosen, rejected = _pairs(generator, 256)
     test_chosen, test_rejected = _pairs(generator, 512)
     torch.manual_seed(SEED)
-    model = torch.nn.Sequential(torch.nn.Linear(D, H), torch.nn.Tanh(), torch.nn.Linear(H, 1))
+    backbone = torch.nn.Linear(D, H)  # built before the head: the order fixes the initial weights
+    head = torch.nn.Linear(H, 1)  # the value head
+    model = torch.nn.Sequential(backbone, torch.nn.Tanh(), head)
     with torch.no_grad():
-        model[2].bias.fill_(bias)
+        head.bias.fill_(bias)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses, mean_rewards = [], []
     for step in range(STEPS + 1):
@@ -53,7 +55,7 @@ def _train(bias: float) -> tuple[list[float], list[float], float, float]:
         opt.step()
     with torch.no_grad():
         accuracy = (model(test_chosen) > model(test_rejected)).float().mean().item()
-    return losses, mean_rewards, accuracy, model[2].bias.item()
+    return losses, mean_rewards, accuracy, head.bias.item()
 
 
 def run_reward_offset() -> dict:
