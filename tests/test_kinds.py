@@ -204,7 +204,7 @@ def test_a_toy_kind_writes_its_skeleton_and_flows_through_dev_check_the_session_
 
     practice = Practice(ProgressStore(tmp_path / "p.sqlite3"), course)
     assert [e.key for e in practice.quiz_exercises()] == ["toy-one"]
-    with pytest.raises(UsageError, match="is a quiz"):
+    with pytest.raises(UsageError, match="item, not a file"):
         practice.check(ex, code="x")
     with pytest.raises(UsageError, match="has no blanks"):
         practice.hint(add, blank=1)
