@@ -15,11 +15,12 @@ from typing import Any, Sequence
 
 from alignlings.practice.sandbox import mounts, supervisor
 from alignlings.practice.sandbox.job import _run_job_here
-from alignlings.practice.sandbox.limits import _JOB_UID_BASE, Limits
+from alignlings.practice.sandbox.limits import _JOB_UID_BASE, _JOB_UID_COUNT, Limits
 from alignlings.practice.sandbox.linux import (
     CLONE_NEWPID,
     PR_SET_PDEATHSIG,
     _enter_user_namespace,
+    _enter_user_namespace_with_ids,
     _fork_into_new_pid_namespace,
     _host_root,
     _prctl,
@@ -33,6 +34,13 @@ _server_userns = False
 
 
 """Whether this fork server made its namespaces from a user namespace of its own (not root)."""
+
+
+_job_uids = False
+
+
+"""Whether jobs run as uids of their own (``_JOB_UID_BASE`` + their host pid): as the host's root
+with CAP_SYS_ADMIN, or as root without it whose user namespace maps those uids (CAP_SETUID)."""
 
 
 def _readable(fd: int, timeout: float) -> bool:
@@ -120,11 +128,12 @@ def _become_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: 
         os.close(out_w)
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__  # set up by the server
         req["namespaces"] = namespaces
-        req["userns"] = namespaces and _server_userns
-        if namespaces and not _server_userns and os.geteuid() == 0:
+        if namespaces and _job_uids:
             # our pid on the host (the /proc mounted so far still shows the host's pids): unique
             # among live processes, so no two running jobs share a uid
             req["uid"] = _JOB_UID_BASE + int(os.readlink("/proc/self"))
+        # a user namespace of its own where it has no uid of its own (RLIMIT_NPROC counts per both)
+        req["userns"] = namespaces and _server_userns and req.get("uid") is None
         _run_job_here(req, res_w, (lambda: _enter_namespaces(req)) if namespaces else (lambda: None))
     finally:
         os._exit(70)
@@ -175,7 +184,7 @@ def _serve_main() -> None:
     """Entry point of the fork server. One thread, one loop: accept a request (with the job's
     output and result pipes attached), fork the job, hand the caller a pidfd to it, and report its
     exit status when it is reaped. The caller supervises. stdin is a lifeline: at EOF, we end."""
-    global _server_userns
+    global _server_userns, _job_uids
     # the caller cleans up after dead processes; we may live in a pid namespace of our own, where
     # every caller's pid looks dead
     supervisor._stale_cleaned = True
@@ -184,12 +193,19 @@ def _serve_main() -> None:
     ready: dict[str, Any] = {"pid": os.getpid()}
     userns_why = ""
     host_root = os.geteuid() == 0
+    _job_uids = _host_root()
     if config["isolation"] != "rlimits" and not _host_root():
         # not the host's root with CAP_SYS_ADMIN (a user; root in a default container, or in a
-        # rootless one, where no job uid is mapped): make the namespaces from a user namespace of
-        # our own. Now, while we have one thread (torch starts more).
+        # rootless one): make the namespaces from a user namespace of our own. Now, while we have
+        # one thread (torch starts more). As root, that namespace also maps the job uids where
+        # CAP_SETUID allows: the kernel never holds the host's uid 0 to RLIMIT_NPROC, so jobs
+        # that stayed uid 0 could start threads without end. We stay uid 0 (owner of root's
+        # 0700 folders, which the job roots bind from); each job changes to its uid.
         try:
-            _enter_user_namespace()
+            if host_root:
+                _job_uids = _enter_user_namespace_with_ids(_JOB_UID_BASE, _JOB_UID_COUNT)
+            else:
+                _enter_user_namespace()
             _server_userns = True
             _become_init_of_own_pid_namespace()
         except OSError as exc:
@@ -220,8 +236,9 @@ def _serve_main() -> None:
                 os.close(mounts._template["fd"])
                 mounts._template = None
                 namespaces, why, probe = _server_probe(True, config["python_path"])
-            if namespaces and _server_userns and host_root:
-                # root without CAP_SYS_ADMIN: jobs stay the host's uid 0, which RLIMIT_NPROC never binds
+            if namespaces and host_root and not _job_uids:
+                # root without CAP_SYS_ADMIN nor CAP_SETUID: jobs stay the host's uid 0, which
+                # RLIMIT_NPROC never binds
                 probe["nproc"] = -1
         if not namespaces:
             _, _, probe = _server_probe(False, config["python_path"])

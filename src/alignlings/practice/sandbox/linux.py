@@ -30,7 +30,7 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 3
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 
 
-CAP_SYS_ADMIN = 21
+CAP_SETGID, CAP_SETUID, CAP_SYS_ADMIN = 6, 7, 21
 
 
 _MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
@@ -89,6 +89,57 @@ def _enter_user_namespace() -> None:
         pass  # a parent namespace denied it already
     _write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
     _write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+
+
+def _enter_user_namespace_with_ids(first: int, count: int) -> bool:
+    """As the host's root with CAP_SETUID and CAP_SETGID (CAP_SYS_ADMIN not needed): a new user
+    namespace that maps uid and gid 0 to themselves *and* the ids ``[first, first + count)`` to
+    themselves, so that processes in it can become those (unprivileged, host) uids. A process may
+    map only its own id in a namespace it has just made; more takes CAP_SETUID in the parent
+    namespace, so a child forked first stays behind there and writes the maps (what ``newuidmap``
+    does). True if so; False if the child could not (no CAP_SETUID): then the namespace maps only
+    our own ids, as ``_enter_user_namespace`` does. Must run while the process has one thread."""
+    uid, gid, me = os.geteuid(), os.getegid(), os.getpid()
+    go_r, go_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # stays in our user namespace, where CAP_SETUID/CAP_SETGID count
+        code = 1
+        try:
+            os.close(go_w)
+            if os.read(go_r, 1) == b"1":
+                maps = f"{uid} {uid} 1\n{first} {first} {count}\n"
+                _write_file(f"/proc/{me}/uid_map", maps)
+                _write_file(f"/proc/{me}/gid_map", maps.replace(f"{uid} {uid} 1", f"{gid} {gid} 1"))
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    try:
+        _unshare(CLONE_NEWUSER)
+    except OSError:
+        os.close(go_w)  # EOF: the helper ends without writing
+        os.waitpid(helper, 0)
+        raise
+    os.write(go_w, b"1")
+    os.close(go_w)
+    _, status = os.waitpid(helper, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return True
+    try:
+        _write_file("/proc/self/setgroups", "deny")
+    except OSError:
+        pass
+    _write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    return False
+
+
+def _can_switch_uid() -> bool:
+    """Root of the host's user namespace that may change its uid and gid (CAP_SETUID and
+    CAP_SETGID: in a default container's capability set, unlike CAP_SYS_ADMIN)."""
+    caps = _effective_caps()
+    return (os.geteuid() == 0 and bool(caps >> CAP_SETUID & 1) and bool(caps >> CAP_SETGID & 1)
+            and _in_initial_user_namespace())
 
 
 def _effective_caps() -> int:
