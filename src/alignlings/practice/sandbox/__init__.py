@@ -49,7 +49,7 @@ from alignlings.practice.sandbox.limits import (
 )
 from alignlings.practice.sandbox.mounts import JOB_MODULES, job_tree
 from alignlings.practice.sandbox.supervisor import _classify, _Outcome
-from alignlings.practice.sandbox.warm import MISSING_ISOLATION, WarmSandbox, warm_isolation
+from alignlings.practice.sandbox.warm import MISSING_ISOLATION, WarmSandbox, is_isolated, warm_isolation
 
 __all__ = ["ERROR_KINDS", "ISOLATION_MODES", "JOB_MODULES", "MISSING_ISOLATION", "Limits", "SandboxResult",
-           "SandboxUnavailable", "WarmSandbox", "job_tree", "run_job", "warm_isolation", "_classify", "_Outcome"]
+           "SandboxUnavailable", "WarmSandbox", "is_isolated", "job_tree", "run_job", "warm_isolation", "_classify", "_Outcome"]

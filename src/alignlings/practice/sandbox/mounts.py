@@ -294,6 +294,13 @@ def _describe(base: str, features: Sequence[str]) -> str:
     return f"{base} ({', '.join(features)})" if features else base
 
 
+NO_TASK_LIMIT = "threads not limited"
+
+
+"""What the isolation text says where no task limit binds the job (then it is not isolated: a job
+could start threads without end; ``is_isolated``)."""
+
+
 def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None = None) -> list[str]:
     feats = ["read-only file system except the work dir", "private /tmp", "no network",
              "own pid namespace"] if namespaces else []
@@ -310,7 +317,7 @@ def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None =
     if 0 < nproc <= default + 1:  # the probe ran with the default task limit: it applied
         feats.append(f"at most {max(tasks or default, processes)} threads (RLIMIT_NPROC)")
     else:
-        feats.append("threads not limited (no uid of its own that RLIMIT_NPROC binds)")
+        feats.append(f"{NO_TASK_LIMIT} (no uid of its own that RLIMIT_NPROC binds)")
     return feats
 
 
