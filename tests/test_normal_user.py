@@ -90,8 +90,9 @@ def test_suite_passes_as_a_normal_user(suite):
 
 def test_root_without_cap_sys_admin_gets_namespaces_too():
     """Root without CAP_SYS_ADMIN (as in a container) used to fall back to rlimits only on both
-    paths. It isolates through a user namespace now; its jobs stay the host's uid 0, which
-    RLIMIT_NPROC never binds, and the isolation text says so rather than claim a thread limit."""
+    paths. It isolates through a user namespace now, and its jobs run as uids of their own (with
+    CAP_SETUID, which a default container keeps): they stayed the host's uid 0, which RLIMIT_NPROC
+    never binds."""
     prefix = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"] if os.geteuid() == 0 else []
     proc = subprocess.run([*prefix, sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
@@ -100,6 +101,7 @@ def test_root_without_cap_sys_admin_gets_namespaces_too():
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for path, (ok, isolation, value) in results.items():
         assert ok and isolation.startswith("namespaces"), (path, isolation, value)
-        assert "own user namespace without capabilities" in isolation and not value["caps"], (path, isolation)
-        if os.geteuid() == 0:
-            assert "threads not limited" in isolation, (path, isolation)
+        assert not value["caps"] and value["uid"] != 0, (path, value)
+        assert f"at most {Limits().tasks} threads" in isolation, (path, isolation)
+        own = "own unprivileged uid" if os.geteuid() == 0 else "own user namespace without capabilities"
+        assert own in isolation, (path, isolation)
