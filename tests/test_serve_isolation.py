@@ -58,7 +58,9 @@ def test_a_shared_server_refuses_to_grade_without_isolation(tmp_path, args):
     assert "serving at" not in proc.stdout
 
 
-ROOT_WITHOUT_SETUID = ["setpriv", "--bounding-set=-sys_admin,-setuid,-setgid", "--inh-caps=-sys_admin,-setuid,-setgid"]
+ROOT_WITHOUT_SETUID = ["unshare", "--mount", "--propagation", "private", "sh", "-c",  # no writable pids cgroup either
+                       'mount -t tmpfs -o ro tmpfs /sys/fs/cgroup && exec "$@"', "sh",
+                       "setpriv", "--bounding-set=-sys_admin,-setuid,-setgid", "--inh-caps=-sys_admin,-setuid,-setgid"]
 
 
 def _as_root() -> bool:
@@ -67,9 +69,10 @@ def _as_root() -> bool:
 
 
 def test_a_class_refuses_to_start_where_no_task_limit_binds(tmp_path):
-    """Root without CAP_SYS_ADMIN and without CAP_SETUID: jobs get namespaces (through a user
-    namespace) but stay the host's uid 0, which RLIMIT_NPROC never binds, so one learner could start
-    threads without end. That is not isolated: a class refuses, and says what is missing."""
+    """Root without CAP_SYS_ADMIN and without CAP_SETUID, where no pids cgroup can be made either
+    (the cgroups hidden under a read-only tmpfs): jobs get namespaces (through a user namespace) but
+    stay the host's uid 0, which RLIMIT_NPROC never binds, so one learner could start threads
+    without end. That is not isolated: a class refuses, and says what is missing."""
     if not _as_root():  # a normal user's jobs always have their own user namespace, hence a task limit
         from alignlings.practice.sandbox import is_isolated
         assert not is_isolated("namespaces (own pid namespace, threads not limited (no uid of its own))")

@@ -28,7 +28,11 @@ from alignlings.practice.sandbox.linux import (
     _can_switch_uid,
     _enter_user_namespace_with_ids,
     _host_root,
+    _join_cgroup,
     _mount,
+    _new_pids_cgroup,
+    _pids_cgroup_parent,
+    _remove_pids_cgroups,
     _unshare,
 )
 from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _reach, _under, _visible_paths
@@ -114,7 +118,10 @@ _LAUNCHER_CODE = "import sys; from alignlings.practice.sandbox.cold import _job_
 
 
 def _job_uid_main(argv: list[str]) -> None:
-    """``python -c _LAUNCHER_CODE PATH... -- BWRAP ARGS...``, started by root: exec bubblewrap as
+    """``python -c _LAUNCHER_CODE [--cgroup DIR] PATH... -- BWRAP ARGS...``, started by root.
+
+    With ``--cgroup``: join that pids cgroup and exec bubblewrap as we are (root without
+    CAP_SETUID, whose jobs stay uid 0: the cgroup is their task limit). Otherwise exec bubblewrap as
     uid/gid ``_JOB_UID_BASE`` + our pid (which stays bubblewrap's while the job lives, so no two
     running jobs share it), with no supplementary groups.
 
@@ -127,6 +134,9 @@ def _job_uid_main(argv: list[str]) -> None:
     and the probe says that threads are not limited."""
     split = argv.index("--")
     paths, command = argv[:split], argv[split + 1:]
+    if paths[:1] == ["--cgroup"]:
+        _join_cgroup(paths[1])
+        os.execv(command[0], command)
     uid = _JOB_UID_BASE + os.getpid()
     if _enter_user_namespace_with_ids(_JOB_UID_BASE, _JOB_UID_COUNT):
         _unshare(CLONE_NEWNS)
@@ -150,11 +160,18 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         bwrap = shutil.which("bwrap") or "bwrap"
+        parent = _cold_pids_parent(use_bwrap)
+        tasks = max(limits.tasks, limits.processes)
+        # bubblewrap counts there too: its outer process and the init of its pid namespace
+        cgroup = _new_pids_cgroup(parent, tasks + 2 if use_bwrap else tasks) if parent else None
         if use_bwrap:
             cmd = _bwrap_command(jd, python_path, readonly, limits, res_w, bwrap)
-            if _bwrap_as_job_uid(bwrap):
+            if cgroup is not None:
+                cmd = [sys.executable, "-c", _LAUNCHER_CODE, "--cgroup", cgroup, "--", *cmd]
+            elif _bwrap_as_job_uid(bwrap):
                 cmd = [sys.executable, "-c", _LAUNCHER_CODE, *_visible_paths(python_path, readonly)[0], "--", *cmd]
         else:
+            req["pids_cgroup"] = cgroup  # joined by the job itself, first thing
             cmd = [sys.executable, "-c", _COLD_CODE, str(res_w)]
         try:
             proc = subprocess.Popen(cmd, stdin=in_r, stdout=out_w, stderr=out_w, env=req["env"], cwd=jd.work,
@@ -196,7 +213,18 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
                 proc.returncode = -1  # reaped by us; stops Popen from waiting on a reused pid
             os.close(out_r)
             os.close(res_r)
+            if cgroup is not None and parent is not None:
+                _remove_pids_cgroups(parent, only=cgroup)
         return _result(outcome, limits, isolation_text, started, signal_from_exit_code=use_bwrap)
+
+
+def _cold_pids_parent(use_bwrap: bool) -> str | None:
+    """Where a cold job needs a pids cgroup, the folder for it (else None): its processes stay the
+    host's uid 0, which RLIMIT_NPROC never binds (root without namespaces of its own to make a
+    job uid in, i.e. without CAP_SYS_ADMIN nor CAP_SETUID, or without bubblewrap)."""
+    if os.geteuid() != 0 or (use_bwrap and (_host_root() or _bwrap_as_job_uid(shutil.which("bwrap") or "bwrap"))):
+        return None
+    return _pids_cgroup_parent(os.getpid())
 
 
 def _cold_probe(mode: str) -> tuple[bool, str, dict]:
@@ -219,6 +247,7 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
                              "userns": r.value["userns"], "caps": r.value["caps"], "nproc": r.value["nproc"]}
                     if os.geteuid() == 0 and r.value["uid"] == 0:  # the job stayed the host's uid 0,
                         probe["nproc"] = -1                          # which RLIMIT_NPROC never binds
+                        probe["pids_cgroup"] = _cold_pids_parent(mode == "bubblewrap") is not None
                     answer = (True, "", probe)
                 else:
                     lines = (r.stdout.strip() or r.error_message or "").strip().splitlines()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
+import itertools
 import os
 import platform
 import re
@@ -304,3 +306,104 @@ def _mounts() -> list[tuple[str, int]]:
                 flags |= _MOUNT_OPTION_FLAGS.get(opt, 0)
             out.append((point, flags))
     return out
+
+
+_pids_parent: list[str | None] = []  # [the folder, or None], once found
+
+
+_pids_counter = itertools.count()
+
+
+def _our_pids_cgroup() -> str | None:
+    """The folder of the cgroup that holds us in a hierarchy with the pids controller (v1's pids
+    hierarchy, or v2's where it offers pids to its children), or None."""
+    with open("/proc/self/cgroup") as f:
+        entries = [line.rstrip("\n").split(":", 2) for line in f]
+    for mount_root, point, fstype, options in _cgroup_mounts():
+        for _, controllers, path in entries:
+            v1 = fstype == "cgroup" and "pids" in options.split(",") and "pids" in controllers.split(",")
+            v2 = fstype == "cgroup2" and controllers == ""
+            if (v1 or v2) and _under_path(path, mount_root):
+                return os.path.join(point, os.path.relpath(path, mount_root))
+    return None
+
+
+def _under_path(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _cgroup_mounts() -> list[tuple[str, str, str, str]]:
+    """(root inside the hierarchy, mount point, fstype, super options) of each cgroup mount."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+                point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+                out.append((fields[3], point, tail[0], tail[2]))
+    return out
+
+
+def _pids_cgroup_parent(tag: int) -> str | None:
+    """A pids cgroup made for this process's jobs (``alignlings-TAG`` under ours, TAG our host pid), where one can be
+    made and its children get ``pids.max``; None elsewhere. Removed (with what jobs left) at exit.
+    The task limit of last resort: root without CAP_SYS_ADMIN nor CAP_SETUID, whose jobs stay the
+    host's uid 0, which RLIMIT_NPROC never binds. Found once per process."""
+    if _pids_parent:
+        return _pids_parent[0]
+    found = None
+    try:
+        ours = _our_pids_cgroup()
+        if ours is not None:
+            _remove_stale_pids_cgroups(ours)
+            parent = os.path.join(ours, f"alignlings-{tag}")
+            os.mkdir(parent, 0o755)
+            if os.path.exists(os.path.join(parent, "pids.max")):
+                found = parent
+                atexit.register(_remove_pids_cgroups, parent)
+            else:
+                os.rmdir(parent)
+    except OSError:
+        found = None
+    _pids_parent.append(found)
+    return found
+
+
+def _remove_stale_pids_cgroups(ours: str) -> None:
+    """Those of killed processes (the host pid in their name is gone; /proc is the host's here):
+    a fork server killed before its lifeline ended leaves its folder behind."""
+    for name in os.listdir(ours):
+        if name.startswith("alignlings-") and name[11:].isdigit() and not os.path.exists(f"/proc/{name[11:]}"):
+            _remove_pids_cgroups(os.path.join(ours, name))
+
+
+def _new_pids_cgroup(parent: str, tasks: int) -> str:
+    """A child of `parent` that lets at most `tasks` tasks (threads) live in it at once."""
+    path = os.path.join(parent, f"job-{next(_pids_counter)}")
+    os.mkdir(path, 0o755)
+    _write_file(os.path.join(path, "pids.max"), str(tasks))
+    return path
+
+
+def _join_cgroup(path: str) -> None:
+    """Move this process (one thread yet) into the cgroup at `path`: its threads count there."""
+    _write_file(os.path.join(path, "cgroup.procs"), "0")
+
+
+def _remove_pids_cgroups(parent: str, only: str | None = None) -> None:
+    """rmdir job cgroups whose tasks are gone (all, or `only`), then `parent` when no `only`."""
+    try:
+        names = [os.path.basename(only)] if only else [n for n in os.listdir(parent) if n.startswith("job-")]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.rmdir(os.path.join(parent, name))
+        except OSError:
+            pass
+    if only is None:
+        try:
+            os.rmdir(parent)
+        except OSError:
+            pass

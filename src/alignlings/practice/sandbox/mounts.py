@@ -316,6 +316,8 @@ def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None =
     nproc, default = probe.get("nproc", -1), default_tasks()
     if 0 < nproc <= default + 1:  # the probe ran with the default task limit: it applied
         feats.append(f"at most {max(tasks or default, processes)} threads (RLIMIT_NPROC)")
+    elif probe.get("pids_cgroup"):  # jobs stay the host's uid 0 (no CAP_SETUID), in a pids cgroup each
+        feats.append(f"at most {max(tasks or default, processes)} threads (pids cgroup)")
     else:
         feats.append(f"{NO_TASK_LIMIT} (no uid of its own that RLIMIT_NPROC binds)")
     return feats
