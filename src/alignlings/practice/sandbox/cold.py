@@ -167,9 +167,9 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
         if use_bwrap:
             cmd = _bwrap_command(jd, python_path, readonly, limits, res_w, bwrap)
             if cgroup is not None:
-                cmd = [sys.executable, "-c", _LAUNCHER_CODE, "--cgroup", cgroup, "--", *cmd]
+                cmd = [sys.executable, "-S", "-c", _LAUNCHER_CODE, "--cgroup", cgroup, "--", *cmd]
             elif _bwrap_as_job_uid(bwrap):
-                cmd = [sys.executable, "-c", _LAUNCHER_CODE, *_visible_paths(python_path, readonly)[0], "--", *cmd]
+                cmd = [sys.executable, "-S", "-c", _LAUNCHER_CODE, *_visible_paths(python_path, readonly)[0], "--", *cmd]
         else:
             req["pids_cgroup"] = cgroup  # joined by the job itself, first thing
             cmd = [sys.executable, "-c", _COLD_CODE, str(res_w)]
