@@ -105,3 +105,23 @@ def test_root_without_cap_sys_admin_gets_namespaces_too():
         assert f"at most {Limits().tasks} threads" in isolation, (path, isolation)
         own = "own unprivileged uid" if os.geteuid() == 0 else "own user namespace without capabilities"
         assert own in isolation, (path, isolation)
+
+
+def test_root_of_a_rootless_container_is_under_the_task_limit():
+    """Root of a user namespace that maps uid 0 to a normal user (a rootless container): the kernel
+    binds its jobs to RLIMIT_NPROC (they are that user's uid outside), unlike the host's uid 0. The
+    jobs get their own user namespace and the limit, and the isolation counts as isolated, so a class
+    starts there. (Treating every uid 0 as the host's used to report "threads not limited".)"""
+    argv = ["unshare", "--user", "--map-root-user", sys.executable, "-c", _PROBE]
+    if os.geteuid() == 0:
+        proc = _as_user(argv, timeout=300)
+    else:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    from alignlings.practice.sandbox import is_isolated
+
+    for path, (ok, isolation, value) in results.items():
+        assert ok and is_isolated(isolation), (path, isolation, value)
+        assert f"at most {Limits().tasks} threads (RLIMIT_NPROC)" in isolation, (path, isolation)
+        assert value["userns"] and not value["caps"], (path, value)

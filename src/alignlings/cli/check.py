@@ -62,7 +62,7 @@ def check(
         from alignlings.practice.sandbox import is_isolated
 
         isolation = verdict.get("isolation") or ""  # "none (quiz)": no code ran
-        if isolation.startswith(("rlimits", "namespaces")) and not is_isolated(isolation):  # no namespaces, or no task limit
+        if isolation.startswith(("rlimits", "namespaces")) and not is_isolated(isolation):  # or no task limit
             from alignlings import i18n
 
             typer.echo(i18n.t("cli.watch.unisolated", lang, why=verdict["isolation"]), err=True)

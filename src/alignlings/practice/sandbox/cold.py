@@ -28,6 +28,7 @@ from alignlings.practice.sandbox.linux import (
     _can_switch_uid,
     _enter_user_namespace_with_ids,
     _host_root,
+    _is_host_uid_0,
     _join_cgroup,
     _mount,
     _new_pids_cgroup,
@@ -222,7 +223,7 @@ def _cold_pids_parent(use_bwrap: bool) -> str | None:
     """Where a cold job needs a pids cgroup, the folder for it (else None): its processes stay the
     host's uid 0, which RLIMIT_NPROC never binds (root without namespaces of its own to make a
     job uid in, i.e. without CAP_SYS_ADMIN nor CAP_SETUID, or without bubblewrap)."""
-    if os.geteuid() != 0 or (use_bwrap and (_host_root() or _bwrap_as_job_uid(shutil.which("bwrap") or "bwrap"))):
+    if not _is_host_uid_0() or (use_bwrap and (_host_root() or _bwrap_as_job_uid(shutil.which("bwrap") or "bwrap"))):
         return None
     return _pids_cgroup_parent(os.getpid())
 
@@ -245,8 +246,8 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
                 if r.ok:
                     probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"],
                              "userns": r.value["userns"], "caps": r.value["caps"], "nproc": r.value["nproc"]}
-                    if os.geteuid() == 0 and r.value["uid"] == 0:  # the job stayed the host's uid 0,
-                        probe["nproc"] = -1                          # which RLIMIT_NPROC never binds
+                    if _is_host_uid_0() and r.value["uid"] == 0:  # the job stayed the host's uid 0,
+                        probe["nproc"] = -1                         # which RLIMIT_NPROC never binds
                         probe["pids_cgroup"] = _cold_pids_parent(mode == "bubblewrap") is not None
                     answer = (True, "", probe)
                 else:

@@ -23,6 +23,7 @@ from alignlings.practice.sandbox.linux import (
     _enter_user_namespace_with_ids,
     _fork_into_new_pid_namespace,
     _host_root,
+    _is_host_uid_0,
     _new_pids_cgroup,
     _pids_cgroup_parent,
     _prctl,
@@ -223,7 +224,7 @@ def _serve_main() -> None:
     os.umask(0o022)
     ready: dict[str, Any] = {"pid": os.getpid()}
     userns_why = ""
-    host_root = os.geteuid() == 0
+    host_root = _is_host_uid_0()  # the uid RLIMIT_NPROC never binds (not root of a rootless container)
     _job_uids = _host_root()
     if config["isolation"] != "rlimits" and not _host_root():
         # not the host's root with CAP_SYS_ADMIN (a user; root in a default container, or in a

@@ -9,6 +9,7 @@ import itertools
 import os
 import platform
 import re
+import threading
 from typing import Callable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -133,6 +134,21 @@ def _enter_user_namespace_with_ids(first: int, count: int) -> bool:
         pass
     _write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
     _write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    return False
+
+
+def _is_host_uid_0() -> bool:
+    """Whether we are the host's uid 0 (the kernel's ``INIT_USER``, which it never holds to
+    RLIMIT_NPROC): root of the initial user namespace, or root of one that maps uid 0 to its
+    parent's uid 0. Not root of a rootless container (uid 0 there is a normal user's uid outside),
+    whose jobs the limit does bind."""
+    if os.geteuid() != 0:
+        return False
+    with open("/proc/self/uid_map") as f:
+        for line in f:
+            inside, outside, count = (int(x) for x in line.split())
+            if inside <= 0 < inside + count:
+                return outside - inside == 0
     return False
 
 
@@ -308,7 +324,10 @@ def _mounts() -> list[tuple[str, int]]:
     return out
 
 
-_pids_parent: list[str | None] = []  # [the folder, or None], once found
+_pids_parent_found: list[str | None] = []  # [the folder, or None], once looked for
+
+
+_pids_lock = threading.Lock()
 
 
 _pids_counter = itertools.count()
@@ -316,15 +335,17 @@ _pids_counter = itertools.count()
 
 def _our_pids_cgroup() -> str | None:
     """The folder of the cgroup that holds us in a hierarchy with the pids controller (v1's pids
-    hierarchy, or v2's where it offers pids to its children), or None."""
+    hierarchy, else v2's, whose children have pids.max where it is enabled), or None."""
     with open("/proc/self/cgroup") as f:
         entries = [line.rstrip("\n").split(":", 2) for line in f]
-    for mount_root, point, fstype, options in _cgroup_mounts():
-        for _, controllers, path in entries:
-            v1 = fstype == "cgroup" and "pids" in options.split(",") and "pids" in controllers.split(",")
-            v2 = fstype == "cgroup2" and controllers == ""
-            if (v1 or v2) and _under_path(path, mount_root):
-                return os.path.join(point, os.path.relpath(path, mount_root))
+    mounts = _cgroup_mounts()
+    for version in ("cgroup", "cgroup2"):
+        for mount_root, point, fstype, options in mounts:
+            for _, controllers, path in entries:
+                v1 = fstype == "cgroup" and "pids" in options.split(",") and "pids" in controllers.split(",")
+                v2 = fstype == "cgroup2" and controllers == ""
+                if fstype == version and (v1 or v2) and _under_path(path, mount_root):
+                    return os.path.join(point, os.path.relpath(path, mount_root))
     return None
 
 
@@ -346,28 +367,30 @@ def _cgroup_mounts() -> list[tuple[str, str, str, str]]:
 
 
 def _pids_cgroup_parent(tag: int) -> str | None:
-    """A pids cgroup made for this process's jobs (``alignlings-TAG`` under ours, TAG our host pid), where one can be
-    made and its children get ``pids.max``; None elsewhere. Removed (with what jobs left) at exit.
-    The task limit of last resort: root without CAP_SYS_ADMIN nor CAP_SETUID, whose jobs stay the
-    host's uid 0, which RLIMIT_NPROC never binds. Found once per process."""
-    if _pids_parent:
-        return _pids_parent[0]
-    found = None
-    try:
-        ours = _our_pids_cgroup()
-        if ours is not None:
-            _remove_stale_pids_cgroups(ours)
-            parent = os.path.join(ours, f"alignlings-{tag}")
-            os.mkdir(parent, 0o755)
-            if os.path.exists(os.path.join(parent, "pids.max")):
-                found = parent
-                atexit.register(_remove_pids_cgroups, parent)
-            else:
-                os.rmdir(parent)
-    except OSError:
+    """A pids cgroup made for this process's jobs (``alignlings-TAG`` under ours, TAG our host
+    pid), where one can be made and its children get ``pids.max``; None elsewhere. Removed (with
+    what jobs left) at exit. The task limit of last resort: root without CAP_SYS_ADMIN nor
+    CAP_SETUID, whose jobs stay the host's uid 0, which RLIMIT_NPROC never binds. Looked for once
+    per process."""
+    with _pids_lock:
+        if _pids_parent_found:
+            return _pids_parent_found[0]
         found = None
-    _pids_parent.append(found)
-    return found
+        try:
+            ours = _our_pids_cgroup()
+            if ours is not None:
+                _remove_stale_pids_cgroups(ours)
+                parent = os.path.join(ours, f"alignlings-{tag}")
+                os.mkdir(parent, 0o755)
+                if os.path.exists(os.path.join(parent, "pids.max")):
+                    found = parent
+                    atexit.register(_remove_pids_cgroups, parent)
+                else:
+                    os.rmdir(parent)
+        except OSError:
+            found = None
+        _pids_parent_found.append(found)
+        return found
 
 
 def _remove_stale_pids_cgroups(ours: str) -> None:
