@@ -28,7 +28,7 @@ REPO = TESTS.parent
 SUITES = ["test_sandbox.py", "test_forgery.py", "test_isolation_attacks.py"]
 
 
-def _as_user(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+def _as_user(argv: list[str], timeout: float, **extra_env: str) -> subprocess.CompletedProcess:
     sys.path.insert(0, str(TESTS))
     try:
         from normal_user import NORMAL_GID, NORMAL_UID, user_command, user_env
@@ -38,7 +38,8 @@ def _as_user(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
     os.chown(home, NORMAL_UID, NORMAL_GID)
     try:
         env = user_env(home, ALIGNLINGS_HOME=os.path.join(home, "alignlings"), ALIGNLINGS_STRICT="1",
-                       PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+                       PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+                       **extra_env)
         return subprocess.run(user_command(argv), env=env, cwd=home, capture_output=True, text=True, timeout=timeout)
     finally:
         subprocess.run(["rm", "-rf", home], check=False)
@@ -113,10 +114,18 @@ def test_root_of_a_rootless_container_is_under_the_task_limit():
     jobs get their own user namespace and the limit, and the isolation counts as isolated, so a class
     starts there. (Treating every uid 0 as the host's used to report "threads not limited".)"""
     argv = ["unshare", "--user", "--map-root-user", sys.executable, "-c", _PROBE]
-    if os.geteuid() == 0:
-        proc = _as_user(argv, timeout=300)
-    else:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    # a cache folder of its own, not under /tmp: else its job trees would go to the shared
+    # /var/tmp/alignlings-0, a folder named for root's uid but owned by this user outside
+    cache = tempfile.mkdtemp(prefix="alignlings-rootless-cache-", dir="/var/tmp")
+    try:
+        if os.geteuid() == 0:
+            os.chown(cache, 65534, 65534)
+            proc = _as_user(argv, timeout=300, XDG_CACHE_HOME=cache)
+        else:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "XDG_CACHE_HOME": cache})
+    finally:
+        subprocess.run(["rm", "-rf", cache], check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     from alignlings.practice.sandbox import is_isolated
