@@ -200,6 +200,11 @@ def read_text(payload: dict) -> str:
 
 
 # -- attacks of issue 19 -------------------------------------------------------------------------
+def probe_identity(payload: dict) -> dict:
+    """Who the job is: uid, gid and supplementary groups (as its user namespace numbers them)."""
+    return {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+
+
 def loot_processes(payload: dict) -> dict:
     """Walk /proc up from this process to its parents, and through every process it can see,
     reading command lines and environments: where a server keeps its token and ALIGNLINGS_HOME."""

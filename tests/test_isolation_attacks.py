@@ -10,12 +10,20 @@ to fall back to rlimits only (and every attack here got through).
 - undo the sandbox with the capabilities that made it;
 - send back a result the caller cannot decode (200 000 nested brackets, garbage, fields of the
   wrong type).
+
+As root, the whole file runs once more in a child pytest without CAP_SYS_ADMIN (as in a default
+container: the namespaces then come from a user namespace, whose processes keep the host uid of
+whoever made it, and the kernel never holds the host's uid 0 to RLIMIT_NPROC; 509 threads were
+started there), through ``setpriv``; and once more without CAP_SETUID either, where the jobs cannot
+get a uid of their own and a pids cgroup each limits their threads; and once more where the cgroups
+cannot be written either, where the isolation text must say that threads are not limited.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -26,13 +34,15 @@ from pathlib import Path
 
 import pytest
 
-from alignlings.practice.sandbox import Limits, WarmSandbox, run_job
+from alignlings.practice.sandbox import Limits, WarmSandbox, is_isolated, run_job
+from alignlings.practice.sandbox.linux import _effective_caps, _in_initial_user_namespace
 from alignlings.practice.sandbox.mounts import _job_tree_files, _package_dir
 
 pytestmark = pytest.mark.slow
 TESTS = str(Path(__file__).resolve().parent)
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 SECRET = "teacher-token-3c9e1f-never-shown"
+CAP_SETGID, CAP_SETUID, CAP_SYS_ADMIN = 6, 7, 21
 
 
 @pytest.fixture(scope="module")
@@ -193,18 +203,53 @@ def test_a_cache_folder_someone_else_made_is_never_used(tmp_path):
 
 
 # -- tasks, capabilities, results ------------------------------------------------------------------
+def _no_uid_for_jobs() -> bool:
+    """Root without CAP_SYS_ADMIN nor CAP_SETUID: jobs stay the host's uid 0, which RLIMIT_NPROC never binds."""
+    return (_host_root_missing(CAP_SYS_ADMIN)
+            and (_host_root_missing(CAP_SETUID) or _host_root_missing(CAP_SETGID)))
+
+
+def _expected_task_limit() -> str:
+    """The task limit this run's jobs must be under: "RLIMIT_NPROC", "pids cgroup" (jobs stay uid 0
+    and a pids cgroup can be made) or "none" (then the isolation must say so). Set by the parent
+    run that started this one (``test_the_attacks_hold_as_root_without``); else from our
+    capabilities and whether our pids cgroup is writable."""
+    given = os.environ.get("ALIGNLINGS_TEST_TASK_LIMIT")
+    if given:
+        return given
+    if not _no_uid_for_jobs():
+        return "RLIMIT_NPROC"
+    return "pids cgroup" if _pids_cgroup_writable() else "none"
+
+
+def _pids_cgroup_writable() -> bool:
+    """Whether the cgroup holding us in a pids hierarchy can take child cgroups (root's to write)."""
+    from alignlings.practice.sandbox.linux import _our_pids_cgroup
+
+    ours = _our_pids_cgroup()
+    return ours is not None and os.path.isfile(os.path.join(ours, "cgroup.procs")) and os.access(ours, os.W_OK)
+
+
 def test_threads_are_limited(run):
-    """1500 threads started before the task limit applied to jobs that may not fork."""
+    """1500 threads started before the task limit applied to jobs that may not fork; 509 as root
+    without CAP_SYS_ADMIN, before its jobs got uids of their own."""
     result = run("start_threads", {"most": 3000}, limits=Limits(wall_seconds=30))
     assert result.ok, result
+    expected = _expected_task_limit()
+    if expected == "none":  # no limit can bind: said, and not counted as isolated
+        assert "threads not limited" in result.isolation and not is_isolated(result.isolation), result.isolation
+        return
     assert result.value["started"] < Limits().tasks, result.value
     assert "can't start new thread" in (result.value["error"] or ""), result.value
-    assert f"at most {Limits().tasks} threads (RLIMIT_NPROC)" in result.isolation, result.isolation
+    assert f"at most {Limits().tasks} threads ({expected})" in result.isolation, result.isolation
 
 
 def test_threads_are_limited_with_processes_allowed(run):
     result = run("start_threads", {"most": 3000}, limits=Limits(wall_seconds=30, processes=4, tasks=8))
     assert result.ok, result
+    if _expected_task_limit() == "none":
+        assert "threads not limited" in result.isolation, result.isolation
+        return
     assert result.value["started"] < 8, result.value
 
 
@@ -243,3 +288,60 @@ def test_a_valid_result_nested_too_deeply_is_a_crash(run):
     """500 levels decode fine but would break the caller's code that walks the value."""
     result = run("nested_result", {"depth": 500})
     assert not result.ok and result.error_kind == "crashed", result
+
+
+# -- root without CAP_SYS_ADMIN (a default container) -----------------------------------------------
+ROOT_WITHOUT = {  # what the child run lacks: (setpriv's capabilities, hide the cgroups, the task limit expected)
+    "CAP_SYS_ADMIN": ("-sys_admin", False, "RLIMIT_NPROC"),
+    "CAP_SYS_ADMIN and CAP_SETUID": ("-sys_admin,-setuid,-setgid", False, "pids cgroup"),  # "none" where not writable
+    "CAP_SYS_ADMIN, CAP_SETUID and a writable cgroup": ("-sys_admin,-setuid,-setgid", True, "none"),
+}
+
+
+def _host_root_missing(cap: int) -> bool:
+    return os.geteuid() == 0 and _in_initial_user_namespace() and not _effective_caps() >> cap & 1
+
+
+def test_jobs_never_run_as_the_hosts_root(run):
+    """The kernel never holds the host's uid 0 to RLIMIT_NPROC: a job that stays uid 0 (root
+    without CAP_SYS_ADMIN, isolated through a user namespace) is under no task limit. As root, jobs
+    get a uid of their own, with CAP_SYS_ADMIN or without; only without CAP_SETUID too can they not:
+    then a pids cgroup each where one can be made, else the isolation says that threads are not
+    limited and does not count as isolated."""
+    result = run("probe_identity")
+    assert result.ok, result
+    if _no_uid_for_jobs():
+        assert result.value["uid"] == 0, result.value
+        limited = _expected_task_limit() == "pids cgroup"
+        assert is_isolated(result.isolation) == limited, result.isolation
+        assert ("threads not limited" in result.isolation) != limited, result.isolation
+        return
+    assert result.value["uid"] != 0 and result.value["gid"] != 0, result.value
+    assert 0 not in result.value["groups"], result.value
+    assert is_isolated(result.isolation), result.isolation
+
+
+@pytest.mark.parametrize("without", list(ROOT_WITHOUT))
+def test_the_attacks_hold_as_root_without(without):
+    """As root: this whole file once more as root without `without` (``setpriv`` drops it from the
+    bounding set, so the child never has it), nothing skipped. The thread attack there started 509
+    threads on both paths before jobs got uids of their own. Without CAP_SETUID as well, jobs stay
+    uid 0: a pids cgroup each is their task limit; where the cgroups cannot be written either (here
+    hidden under a read-only tmpfs, in a mount namespace of the child's), none binds and the tests
+    there check that the isolation says so."""
+    if os.geteuid() != 0 or not _in_initial_user_namespace() or _host_root_missing(CAP_SYS_ADMIN):
+        assert (Path(TESTS) / "test_isolation_attacks.py").is_file()  # this is such a run (or not root)
+        return
+    caps, hide_cgroups, expected = ROOT_WITHOUT[without]
+    if expected == "pids cgroup" and not _pids_cgroup_writable():  # e.g. a read-only /sys/fs/cgroup
+        expected = "none"
+    env = {**os.environ, "ALIGNLINGS_STRICT": "1", "ALIGNLINGS_TEST_TASK_LIMIT": expected,
+           "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    prefix = (["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs -o ro tmpfs /sys/fs/cgroup && exec "$@"', "sh"] if hide_cgroups else [])
+    proc = subprocess.run([*prefix, "setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", sys.executable, "-m",
+                           "pytest", "-q", "-x", "-p", "no:cacheprovider", "-rs", "-k", "not as_root_without", __file__],
+                          env=env, cwd="/", capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary

@@ -28,7 +28,7 @@ REPO = TESTS.parent
 SUITES = ["test_sandbox.py", "test_forgery.py", "test_isolation_attacks.py"]
 
 
-def _as_user(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+def _as_user(argv: list[str], timeout: float, **extra_env: str) -> subprocess.CompletedProcess:
     sys.path.insert(0, str(TESTS))
     try:
         from normal_user import NORMAL_GID, NORMAL_UID, user_command, user_env
@@ -38,7 +38,8 @@ def _as_user(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
     os.chown(home, NORMAL_UID, NORMAL_GID)
     try:
         env = user_env(home, ALIGNLINGS_HOME=os.path.join(home, "alignlings"), ALIGNLINGS_STRICT="1",
-                       PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+                       PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+                       **extra_env)
         return subprocess.run(user_command(argv), env=env, cwd=home, capture_output=True, text=True, timeout=timeout)
     finally:
         subprocess.run(["rm", "-rf", home], check=False)
@@ -90,8 +91,9 @@ def test_suite_passes_as_a_normal_user(suite):
 
 def test_root_without_cap_sys_admin_gets_namespaces_too():
     """Root without CAP_SYS_ADMIN (as in a container) used to fall back to rlimits only on both
-    paths. It isolates through a user namespace now; its jobs stay the host's uid 0, which
-    RLIMIT_NPROC never binds, and the isolation text says so rather than claim a thread limit."""
+    paths. It isolates through a user namespace now, and its jobs run as uids of their own (with
+    CAP_SETUID, which a default container keeps): they stayed the host's uid 0, which RLIMIT_NPROC
+    never binds."""
     prefix = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"] if os.geteuid() == 0 else []
     proc = subprocess.run([*prefix, sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
@@ -100,6 +102,35 @@ def test_root_without_cap_sys_admin_gets_namespaces_too():
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for path, (ok, isolation, value) in results.items():
         assert ok and isolation.startswith("namespaces"), (path, isolation, value)
-        assert "own user namespace without capabilities" in isolation and not value["caps"], (path, isolation)
+        assert not value["caps"] and value["uid"] != 0, (path, value)
+        assert f"at most {Limits().tasks} threads" in isolation, (path, isolation)
+        own = "own unprivileged uid" if os.geteuid() == 0 else "own user namespace without capabilities"
+        assert own in isolation, (path, isolation)
+
+
+def test_root_of_a_rootless_container_is_under_the_task_limit():
+    """Root of a user namespace that maps uid 0 to a normal user (a rootless container): the kernel
+    binds its jobs to RLIMIT_NPROC (they are that user's uid outside), unlike the host's uid 0. The
+    jobs get their own user namespace and the limit, and the isolation counts as isolated, so a class
+    starts there. (Treating every uid 0 as the host's used to report "threads not limited".)"""
+    argv = ["unshare", "--user", "--map-root-user", sys.executable, "-c", _PROBE]
+    # a cache folder of its own, not under /tmp: else its job trees would go to the shared
+    # /var/tmp/alignlings-0, a folder named for root's uid but owned by this user outside
+    cache = tempfile.mkdtemp(prefix="alignlings-rootless-cache-", dir="/var/tmp")
+    try:
         if os.geteuid() == 0:
-            assert "threads not limited" in isolation, (path, isolation)
+            os.chown(cache, 65534, 65534)
+            proc = _as_user(argv, timeout=300, XDG_CACHE_HOME=cache)
+        else:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "XDG_CACHE_HOME": cache})
+    finally:
+        subprocess.run(["rm", "-rf", cache], check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    from alignlings.practice.sandbox import is_isolated
+
+    for path, (ok, isolation, value) in results.items():
+        assert ok and is_isolated(isolation), (path, isolation, value)
+        assert f"at most {Limits().tasks} threads (RLIMIT_NPROC)" in isolation, (path, isolation)
+        assert value["userns"] and not value["caps"], (path, value)

@@ -58,6 +58,37 @@ def test_a_shared_server_refuses_to_grade_without_isolation(tmp_path, args):
     assert "serving at" not in proc.stdout
 
 
+ROOT_WITHOUT_SETUID = ["unshare", "--mount", "--propagation", "private", "sh", "-c",  # no writable pids cgroup either
+                       'mount -t tmpfs -o ro tmpfs /sys/fs/cgroup && exec "$@"', "sh",
+                       "setpriv", "--bounding-set=-sys_admin,-setuid,-setgid", "--inh-caps=-sys_admin,-setuid,-setgid"]
+
+
+def _as_root() -> bool:
+    with open("/proc/self/uid_map") as f:
+        return os.geteuid() == 0 and f.read().split() == ["0", "0", "4294967295"]
+
+
+def test_a_class_refuses_to_start_where_no_task_limit_binds(tmp_path):
+    """Root without CAP_SYS_ADMIN and without CAP_SETUID, where no pids cgroup can be made either
+    (the cgroups hidden under a read-only tmpfs): jobs get namespaces (through a user namespace) but
+    stay the host's uid 0, which RLIMIT_NPROC never binds, so one learner could start threads
+    without end. That is not isolated: a class refuses, and says what is missing."""
+    if not _as_root():  # a normal user's jobs always have their own user namespace, hence a task limit
+        from alignlings.practice.sandbox import is_isolated
+        assert not is_isolated("namespaces (own pid namespace, threads not limited (no uid of its own))")
+        return
+    code = "from alignlings.practice.sandbox import warm_isolation; print(warm_isolation())"
+    probe = subprocess.run([*ROOT_WITHOUT_SETUID, sys.executable, "-c", code], env=_env(Path("/")),
+                           capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.startswith("(False, 'namespaces") and "threads not limited" in probe.stdout, probe.stdout
+    proc = subprocess.run([*ROOT_WITHOUT_SETUID, *SERVE, "--classroom"], env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Refusing to serve" in proc.stderr and "threads not limited" in proc.stderr, proc.stderr
+    assert "CAP_SETUID" in proc.stderr and "--allow-unisolated" in proc.stderr, proc.stderr
+
+
 def _serve_and_get(cmd: list[str], home: Path, paths: list[str]) -> tuple[list[str], list[str]]:
     """Start the server, GET each path once it serves, stop it: (page texts, its output)."""
     proc = subprocess.Popen(cmd, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

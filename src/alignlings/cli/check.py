@@ -57,7 +57,10 @@ def check(
         out = console()
         render_verdict(verdict, lang, out)
         saved(out, checked, lang)
-        if (verdict.get("isolation") or "").startswith("rlimits"):  # no namespaces on this machine
+        from alignlings.practice.sandbox import is_isolated
+
+        isolation = verdict.get("isolation") or ""  # "none (quiz)": no code ran
+        if isolation.startswith(("rlimits", "namespaces")) and not is_isolated(isolation):  # or no task limit
             from alignlings import i18n
 
             why = i18n.reword("practice.isolation", verdict["isolation"], lang)

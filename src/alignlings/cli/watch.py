@@ -75,6 +75,7 @@ def watch(
     from alignlings.cli.check import grade_and_record, read_submission
     from alignlings.cli.report import render_verdict
     from alignlings.practice.grader import Grader
+    from alignlings.practice.sandbox import is_isolated
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     path, _ = read_submission(ex.key, file)
@@ -90,7 +91,7 @@ def watch(
             verdict = grade_and_record(grader, ex.key, code, lang, source="watch")
             render_verdict(verdict, lang, out)
             isolation = verdict.get("isolation") or ""
-            if not warned[0] and isolation.startswith("rlimits"):  # once: no namespaces on this machine
+            if not warned[0] and not is_isolated(isolation):  # once: no namespaces, or no task limit
                 warned[0] = True
                 why = i18n.reword("practice.isolation", isolation, lang)
                 out.print(f"[bold red]{escape(MSG['unisolated'][lang].format(why=why))}[/]")

@@ -18,7 +18,9 @@ Layers, outermost first. Each result names the ones that applied in ``SandboxRes
 2. Namespaces: the job sees only the system and Python directories, read-only; its work dir is the
    one writable place besides a private /tmp; no network; its own pid namespace.
 3. When we are root, the job runs as a uid of its own (``_JOB_UID_BASE`` + a live pid, so
-   concurrent jobs never share one): it cannot signal our processes or read root's files.
+   concurrent jobs never share one): it cannot signal our processes or read root's files, and
+   RLIMIT_NPROC binds it (never the host's uid 0). Without CAP_SYS_ADMIN, through a user namespace
+   that maps those uids (CAP_SETUID); without CAP_SETUID either, a pids cgroup per job instead.
 4. rlimits: CPU time, data size and address space, file size, open files, core dumps.
 5. No new processes: Python-level guards raise ``PermissionError`` with a plain message, and a
    seccomp filter (the kernel) kills the job if it forks or execs some other way (ctypes).
@@ -49,7 +51,7 @@ from alignlings.practice.sandbox.limits import (
 )
 from alignlings.practice.sandbox.mounts import JOB_MODULES, job_tree
 from alignlings.practice.sandbox.supervisor import _classify, _Outcome
-from alignlings.practice.sandbox.warm import MISSING_ISOLATION, WarmSandbox, warm_isolation
+from alignlings.practice.sandbox.warm import MISSING_ISOLATION, WarmSandbox, is_isolated, warm_isolation
 
 __all__ = ["ERROR_KINDS", "ISOLATION_MODES", "JOB_MODULES", "MISSING_ISOLATION", "Limits", "SandboxResult",
-           "SandboxUnavailable", "WarmSandbox", "job_tree", "run_job", "warm_isolation", "_classify", "_Outcome"]
+           "SandboxUnavailable", "WarmSandbox", "is_isolated", "job_tree", "run_job", "warm_isolation", "_classify", "_Outcome"]

@@ -13,9 +13,30 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from alignlings.practice.sandbox.linux import _host_root
-from alignlings.practice.sandbox.limits import ISOLATION_MODES, _JOB_UID_BASE, Limits, SandboxResult, SandboxUnavailable
-from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _under, _visible_paths
+from alignlings.practice.sandbox.limits import (
+    _JOB_UID_BASE,
+    _JOB_UID_COUNT,
+    ISOLATION_MODES,
+    Limits,
+    SandboxResult,
+    SandboxUnavailable,
+)
+from alignlings.practice.sandbox.linux import (
+    CLONE_NEWNS,
+    MS_PRIVATE,
+    MS_REC,
+    _can_switch_uid,
+    _enter_user_namespace_with_ids,
+    _host_root,
+    _is_host_uid_0,
+    _join_cgroup,
+    _mount,
+    _new_pids_cgroup,
+    _pids_cgroup_parent,
+    _remove_pids_cgroups,
+    _unshare,
+)
+from alignlings.practice.sandbox.mounts import _describe, _features, _masks, _python_path, _reach, _under, _visible_paths
 from alignlings.practice.sandbox.supervisor import (
     _check_call,
     _job_request,
@@ -69,17 +90,63 @@ def _bwrap_command(jd: _JobDir, python_path: list[str], readonly: Sequence[str],
     return cmd
 
 
-_bwrap_size: dict[str, bool] = {}
+_bwrap_help: dict[str, str] = {}
+
+
+def _bwrap_has(bwrap: str, option: str) -> bool:
+    if bwrap not in _bwrap_help:
+        try:
+            _bwrap_help[bwrap] = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            _bwrap_help[bwrap] = ""
+    return option in _bwrap_help[bwrap]
 
 
 def _bwrap_has_size(bwrap: str) -> bool:
-    if bwrap not in _bwrap_size:
-        try:
-            text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.SubprocessError):
-            text = ""
-        _bwrap_size[bwrap] = "--size" in text
-    return _bwrap_size[bwrap]
+    return _bwrap_has(bwrap, "--size")
+
+
+def _bwrap_as_job_uid(bwrap: str) -> bool:
+    """Whether bubblewrap runs as a job uid of its own (``_job_uid_main``): as root without
+    CAP_SYS_ADMIN, bubblewrap makes a user namespace, whose processes keep the host uid of whoever
+    started it, and the kernel never holds the host's uid 0 to RLIMIT_NPROC. Needs CAP_SETUID and
+    CAP_SETGID (a default container has both) and a bubblewrap that sizes its tmpfs (the work dir
+    is then not the host's 0700 folder, which that uid could not write)."""
+    return _can_switch_uid() and not _host_root() and _bwrap_has_size(bwrap)
+
+
+_LAUNCHER_CODE = "import sys; from alignlings.practice.sandbox.cold import _job_uid_main; _job_uid_main(sys.argv[1:])"
+
+
+def _job_uid_main(argv: list[str]) -> None:
+    """``python -c _LAUNCHER_CODE [--cgroup DIR] PATH... -- BWRAP ARGS...``, started by root.
+
+    With ``--cgroup``: join that pids cgroup and exec bubblewrap as we are (root without
+    CAP_SETUID, whose jobs stay uid 0: the cgroup is their task limit). Otherwise exec bubblewrap as
+    uid/gid ``_JOB_UID_BASE`` + our pid (which stays bubblewrap's while the job lives, so no two
+    running jobs share it), with no supplementary groups.
+
+    bubblewrap opens its bind sources as the uid it runs as, and the paths to them may pass root's
+    0700 folders (``/root`` holding the interpreter, the job tree's private folder). We make a user
+    namespace that maps uid 0 and the job uids (``_enter_user_namespace_with_ids``), a mount
+    namespace in it, and there cover each folder on the way to a PATH that the job uid cannot pass
+    with a 0755 tmpfs holding only the entry on the way (``_reach``); the host's folders stay 0700.
+    Where the uids cannot be mapped (no CAP_SETUID after all), bubblewrap runs as before, as uid 0,
+    and the probe says that threads are not limited."""
+    split = argv.index("--")
+    paths, command = argv[:split], argv[split + 1:]
+    if paths[:1] == ["--cgroup"]:
+        _join_cgroup(paths[1])
+        os.execv(command[0], command)
+    uid = _JOB_UID_BASE + os.getpid()
+    if _enter_user_namespace_with_ids(_JOB_UID_BASE, _JOB_UID_COUNT):
+        _unshare(CLONE_NEWNS)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we cover shows outside
+        _reach(paths, uid, uid)
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from root: clears every capability as well
+    os.execv(command[0], command)
 
 
 def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str] | None,
@@ -93,9 +160,19 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
         res_r, res_w = os.pipe()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
+        bwrap = shutil.which("bwrap") or "bwrap"
+        parent = _cold_pids_parent(use_bwrap)
+        tasks = max(limits.tasks, limits.processes)
+        # bubblewrap counts there too: its outer process and the init of its pid namespace
+        cgroup = _new_pids_cgroup(parent, tasks + 2 if use_bwrap else tasks) if parent else None
         if use_bwrap:
-            cmd = _bwrap_command(jd, python_path, readonly, limits, res_w, shutil.which("bwrap") or "bwrap")
+            cmd = _bwrap_command(jd, python_path, readonly, limits, res_w, bwrap)
+            if cgroup is not None:
+                cmd = [sys.executable, "-S", "-c", _LAUNCHER_CODE, "--cgroup", cgroup, "--", *cmd]
+            elif _bwrap_as_job_uid(bwrap):
+                cmd = [sys.executable, "-S", "-c", _LAUNCHER_CODE, *_visible_paths(python_path, readonly)[0], "--", *cmd]
         else:
+            req["pids_cgroup"] = cgroup  # joined by the job itself, first thing
             cmd = [sys.executable, "-c", _COLD_CODE, str(res_w)]
         try:
             proc = subprocess.Popen(cmd, stdin=in_r, stdout=out_w, stderr=out_w, env=req["env"], cwd=jd.work,
@@ -137,7 +214,18 @@ def _cold_spawn(target: str, payload: dict, limits: Limits, files: dict[str, str
                 proc.returncode = -1  # reaped by us; stops Popen from waiting on a reused pid
             os.close(out_r)
             os.close(res_r)
+            if cgroup is not None and parent is not None:
+                _remove_pids_cgroups(parent, only=cgroup)
         return _result(outcome, limits, isolation_text, started, signal_from_exit_code=use_bwrap)
+
+
+def _cold_pids_parent(use_bwrap: bool) -> str | None:
+    """Where a cold job needs a pids cgroup, the folder for it (else None): its processes stay the
+    host's uid 0, which RLIMIT_NPROC never binds (root without namespaces of its own to make a
+    job uid in, i.e. without CAP_SYS_ADMIN nor CAP_SETUID, or without bubblewrap)."""
+    if not _is_host_uid_0() or (use_bwrap and (_host_root() or _bwrap_as_job_uid(shutil.which("bwrap") or "bwrap"))):
+        return None
+    return _pids_cgroup_parent(os.getpid())
 
 
 def _cold_probe(mode: str) -> tuple[bool, str, dict]:
@@ -158,8 +246,9 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
                 if r.ok:
                     probe = {"uid_dropped": r.value["uid"] != os.geteuid(), "seccomp": r.value["seccomp"],
                              "userns": r.value["userns"], "caps": r.value["caps"], "nproc": r.value["nproc"]}
-                    if os.geteuid() == 0 and not _host_root():  # the job stays the host's uid 0, which
-                        probe["nproc"] = -1                     # RLIMIT_NPROC never binds
+                    if _is_host_uid_0() and r.value["uid"] == 0:  # the job stayed the host's uid 0,
+                        probe["nproc"] = -1                         # which RLIMIT_NPROC never binds
+                        probe["pids_cgroup"] = _cold_pids_parent(mode == "bubblewrap") is not None
                     answer = (True, "", probe)
                 else:
                     lines = (r.stdout.strip() or r.error_message or "").strip().splitlines()

@@ -15,14 +15,19 @@ from typing import Any, Sequence
 
 from alignlings.practice.sandbox import mounts, supervisor
 from alignlings.practice.sandbox.job import _run_job_here
-from alignlings.practice.sandbox.limits import _JOB_UID_BASE, Limits
+from alignlings.practice.sandbox.limits import _JOB_UID_BASE, _JOB_UID_COUNT, Limits
 from alignlings.practice.sandbox.linux import (
     CLONE_NEWPID,
     PR_SET_PDEATHSIG,
     _enter_user_namespace,
+    _enter_user_namespace_with_ids,
     _fork_into_new_pid_namespace,
     _host_root,
+    _is_host_uid_0,
+    _new_pids_cgroup,
+    _pids_cgroup_parent,
     _prctl,
+    _remove_pids_cgroups,
     _unshare,
 )
 from alignlings.practice.sandbox.mounts import _enter_namespaces, _make_template, _visible_paths
@@ -33,6 +38,26 @@ _server_userns = False
 
 
 """Whether this fork server made its namespaces from a user namespace of its own (not root)."""
+
+
+_job_uids = False
+
+
+"""Whether jobs run as uids of their own (``_JOB_UID_BASE`` + their host pid): as the host's root
+with CAP_SYS_ADMIN, or as root without it whose user namespace maps those uids (CAP_SETUID)."""
+
+
+_pids_parent: str | None = None
+
+
+"""Root whose jobs stay uid 0 (no CAP_SETUID): the pids cgroup under which each job gets its own
+(``linux._pids_cgroup_parent``), the task limit RLIMIT_NPROC cannot be for uid 0; None if none."""
+
+
+_job_cgroups: dict[int, str] = {}
+
+
+"""Each running job's pids cgroup, removed when the job is reaped."""
 
 
 def _readable(fd: int, timeout: float) -> bool:
@@ -77,11 +102,23 @@ def _recv_frame_with_fds(sock: socket.socket, max_fds: int) -> tuple[Any, list[i
 def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Sequence[int]) -> int:
     """Fork the job from this (preloaded) process. Where `namespaces`, the child is pid 1 of a new
     pid namespace."""
-    if namespaces:
-        return _fork_into_new_pid_namespace(lambda: _become_job(req, out_w, res_w, True, close_fds))
-    pid = os.fork()
-    if pid == 0:
-        _become_job(req, out_w, res_w, False, close_fds)
+    cgroup = None
+    if _pids_parent is not None and not (namespaces and _job_uids):
+        limits = req["limits"]
+        cgroup = req["pids_cgroup"] = _new_pids_cgroup(_pids_parent, max(limits["tasks"], limits["processes"]))
+    try:
+        if namespaces:
+            pid = _fork_into_new_pid_namespace(lambda: _become_job(req, out_w, res_w, True, close_fds))
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _become_job(req, out_w, res_w, False, close_fds)
+    except OSError:
+        if cgroup is not None:
+            _remove_pids_cgroups(_pids_parent, only=cgroup)
+        raise
+    if cgroup is not None:
+        _job_cgroups[pid] = cgroup
     return pid
 
 
@@ -120,11 +157,12 @@ def _become_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: 
         os.close(out_w)
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__  # set up by the server
         req["namespaces"] = namespaces
-        req["userns"] = namespaces and _server_userns
-        if namespaces and not _server_userns and os.geteuid() == 0:
+        if namespaces and _job_uids:
             # our pid on the host (the /proc mounted so far still shows the host's pids): unique
             # among live processes, so no two running jobs share a uid
             req["uid"] = _JOB_UID_BASE + int(os.readlink("/proc/self"))
+        # a user namespace of its own where it has no uid of its own (RLIMIT_NPROC counts per both)
+        req["userns"] = namespaces and _server_userns and req.get("uid") is None
         _run_job_here(req, res_w, (lambda: _enter_namespaces(req)) if namespaces else (lambda: None))
     finally:
         os._exit(70)
@@ -164,6 +202,9 @@ def _server_probe(namespaces: bool, python_path: list[str]) -> tuple[bool, str, 
                              poll_every=0.01)
         os.close(out_r)
         os.close(res_r)
+        cgroup = _job_cgroups.pop(pid, None)
+        if cgroup is not None and _pids_parent is not None:
+            _remove_pids_cgroups(_pids_parent, only=cgroup)
     ok, value, _, message = _classify(outcome, limits)
     if not ok:
         return False, (message or "probe failed").strip().splitlines()[-1], {}
@@ -175,7 +216,7 @@ def _serve_main() -> None:
     """Entry point of the fork server. One thread, one loop: accept a request (with the job's
     output and result pipes attached), fork the job, hand the caller a pidfd to it, and report its
     exit status when it is reaped. The caller supervises. stdin is a lifeline: at EOF, we end."""
-    global _server_userns
+    global _server_userns, _job_uids, _pids_parent
     # the caller cleans up after dead processes; we may live in a pid namespace of our own, where
     # every caller's pid looks dead
     supervisor._stale_cleaned = True
@@ -183,19 +224,29 @@ def _serve_main() -> None:
     os.umask(0o022)
     ready: dict[str, Any] = {"pid": os.getpid()}
     userns_why = ""
-    host_root = os.geteuid() == 0
+    host_root = _is_host_uid_0()  # the uid RLIMIT_NPROC never binds (not root of a rootless container)
+    _job_uids = _host_root()
     if config["isolation"] != "rlimits" and not _host_root():
         # not the host's root with CAP_SYS_ADMIN (a user; root in a default container, or in a
-        # rootless one, where no job uid is mapped): make the namespaces from a user namespace of
-        # our own. Now, while we have one thread (torch starts more).
+        # rootless one): make the namespaces from a user namespace of our own. Now, while we have
+        # one thread (torch starts more). As root, that namespace also maps the job uids where
+        # CAP_SETUID allows: the kernel never holds the host's uid 0 to RLIMIT_NPROC, so jobs
+        # that stayed uid 0 could start threads without end. We stay uid 0 (owner of root's
+        # 0700 folders, which the job roots bind from); each job changes to its uid.
         try:
-            _enter_user_namespace()
+            if host_root:
+                _job_uids = _enter_user_namespace_with_ids(_JOB_UID_BASE, _JOB_UID_COUNT)
+            else:
+                _enter_user_namespace()
             _server_userns = True
             _become_init_of_own_pid_namespace()
         except OSError as exc:
             userns_why = f"no user namespace ({exc.strerror or exc})"
     # our pid as the caller sees it (in our own pid namespace we may be 1); /proc is still the host's
     ready["pid"] = int(os.readlink("/proc/self"))
+    if host_root and (not _job_uids or config["isolation"] == "rlimits"):
+        # jobs stay the host's uid 0, which RLIMIT_NPROC never binds
+        _pids_parent = _pids_cgroup_parent(ready["pid"])
     try:
         for item in config["preload"]:
             module_name, _, fn = item.partition(":")
@@ -220,11 +271,13 @@ def _serve_main() -> None:
                 os.close(mounts._template["fd"])
                 mounts._template = None
                 namespaces, why, probe = _server_probe(True, config["python_path"])
-            if namespaces and _server_userns and host_root:
-                # root without CAP_SYS_ADMIN: jobs stay the host's uid 0, which RLIMIT_NPROC never binds
-                probe["nproc"] = -1
         if not namespaces:
             _, _, probe = _server_probe(False, config["python_path"])
+        if host_root and probe and not (namespaces and _job_uids):
+            # root without CAP_SYS_ADMIN nor CAP_SETUID (or without namespaces): jobs stay the host's
+            # uid 0, which RLIMIT_NPROC never binds; a pids cgroup each, where one can be made
+            probe["nproc"] = -1
+            probe["pids_cgroup"] = _pids_parent is not None
     ready.update(namespaces=namespaces, why=why, probe=probe)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(config["socket"])
@@ -252,6 +305,13 @@ def _serve_main() -> None:
         if 0 in readable:  # EOF on the lifeline: the caller is gone
             for pid in jobs:
                 os.kill(pid, signal.SIGKILL)
+            if _pids_parent is not None:  # the jobs' cgroups go once their tasks have
+                for pid in jobs:
+                    try:
+                        os.waitpid(pid, 0)
+                    except ChildProcessError:
+                        pass
+                _remove_pids_cgroups(_pids_parent)
             os._exit(0)
         if wake_r in readable:
             while True:
@@ -319,6 +379,9 @@ def _reap(jobs: dict[int, socket.socket]) -> None:
             return
         if pid == 0:
             return
+        cgroup = _job_cgroups.pop(pid, None)
+        if cgroup is not None and _pids_parent is not None:
+            _remove_pids_cgroups(_pids_parent, only=cgroup)
         conn = jobs.pop(pid, None)
         if conn is not None:
             try:

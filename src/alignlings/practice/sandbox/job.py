@@ -23,6 +23,7 @@ from alignlings.practice.sandbox.linux import (
     _enter_user_namespace,
     _in_initial_user_namespace,
     _install_seccomp,
+    _join_cgroup,
     _prctl,
 )
 
@@ -120,6 +121,8 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
     limits = Limits(**req["limits"])
     uid = req.get("uid")
     try:
+        if req.get("pids_cgroup"):  # before anything else: from here every thread of ours counts there
+            _join_cgroup(req["pids_cgroup"])
         prepare()
         workdir = req["workdir"]
         os.chdir(workdir)

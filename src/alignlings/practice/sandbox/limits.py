@@ -26,6 +26,12 @@ the cold path: live pids are unique, so concurrent jobs never share a uid); far 
 distributions and subuid maps hand out."""
 
 
+_JOB_UID_COUNT = 1 << 22
+
+
+"""How many job uids there are: pids never exceed 2**22 (the kernel's largest ``pid_max``)."""
+
+
 _RESULT_CAP = 32 * 2**20  # a job's JSON return value; more is reported as output_limit
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
+import itertools
 import os
 import platform
 import re
+import threading
 from typing import Callable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -30,7 +33,7 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 3
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 
 
-CAP_SYS_ADMIN = 21
+CAP_SETGID, CAP_SETUID, CAP_SYS_ADMIN = 6, 7, 21
 
 
 _MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
@@ -89,6 +92,72 @@ def _enter_user_namespace() -> None:
         pass  # a parent namespace denied it already
     _write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
     _write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+
+
+def _enter_user_namespace_with_ids(first: int, count: int) -> bool:
+    """As the host's root with CAP_SETUID and CAP_SETGID (CAP_SYS_ADMIN not needed): a new user
+    namespace that maps uid and gid 0 to themselves *and* the ids ``[first, first + count)`` to
+    themselves, so that processes in it can become those (unprivileged, host) uids. A process may
+    map only its own id in a namespace it has just made; more takes CAP_SETUID in the parent
+    namespace, so a child forked first stays behind there and writes the maps (what ``newuidmap``
+    does). True if so; False if the child could not (no CAP_SETUID): then the namespace maps only
+    our own ids, as ``_enter_user_namespace`` does. Must run while the process has one thread."""
+    uid, gid, me = os.geteuid(), os.getegid(), os.getpid()
+    go_r, go_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # stays in our user namespace, where CAP_SETUID/CAP_SETGID count
+        code = 1
+        try:
+            os.close(go_w)
+            if os.read(go_r, 1) == b"1":
+                maps = f"{uid} {uid} 1\n{first} {first} {count}\n"
+                _write_file(f"/proc/{me}/uid_map", maps)
+                _write_file(f"/proc/{me}/gid_map", maps.replace(f"{uid} {uid} 1", f"{gid} {gid} 1"))
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    try:
+        _unshare(CLONE_NEWUSER)
+    except OSError:
+        os.close(go_w)  # EOF: the helper ends without writing
+        os.waitpid(helper, 0)
+        raise
+    os.write(go_w, b"1")
+    os.close(go_w)
+    _, status = os.waitpid(helper, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return True
+    try:
+        _write_file("/proc/self/setgroups", "deny")
+    except OSError:
+        pass
+    _write_file("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write_file("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    return False
+
+
+def _is_host_uid_0() -> bool:
+    """Whether we are the host's uid 0 (the kernel's ``INIT_USER``, which it never holds to
+    RLIMIT_NPROC): root of the initial user namespace, or root of one that maps uid 0 to its
+    parent's uid 0. Not root of a rootless container (uid 0 there is a normal user's uid outside),
+    whose jobs the limit does bind."""
+    if os.geteuid() != 0:
+        return False
+    with open("/proc/self/uid_map") as f:
+        for line in f:
+            inside, outside, count = (int(x) for x in line.split())
+            if inside <= 0 < inside + count:
+                return outside - inside == 0
+    return False
+
+
+def _can_switch_uid() -> bool:
+    """Root of the host's user namespace that may change its uid and gid (CAP_SETUID and
+    CAP_SETGID: in a default container's capability set, unlike CAP_SYS_ADMIN)."""
+    caps = _effective_caps()
+    return (os.geteuid() == 0 and bool(caps >> CAP_SETUID & 1) and bool(caps >> CAP_SETGID & 1)
+            and _in_initial_user_namespace())
 
 
 def _effective_caps() -> int:
@@ -253,3 +322,111 @@ def _mounts() -> list[tuple[str, int]]:
                 flags |= _MOUNT_OPTION_FLAGS.get(opt, 0)
             out.append((point, flags))
     return out
+
+
+_pids_parent_found: list[str | None] = []  # [the folder, or None], once looked for
+
+
+_pids_lock = threading.Lock()
+
+
+_pids_counter = itertools.count()
+
+
+def _our_pids_cgroup() -> str | None:
+    """The folder of the cgroup that holds us in a hierarchy with the pids controller (v1's pids
+    hierarchy, else v2's, whose children have pids.max where it is enabled), or None."""
+    with open("/proc/self/cgroup") as f:
+        entries = [line.rstrip("\n").split(":", 2) for line in f]
+    mounts = _cgroup_mounts()
+    for version in ("cgroup", "cgroup2"):
+        for mount_root, point, fstype, options in mounts:
+            for _, controllers, path in entries:
+                v1 = fstype == "cgroup" and "pids" in options.split(",") and "pids" in controllers.split(",")
+                v2 = fstype == "cgroup2" and controllers == ""
+                if fstype == version and (v1 or v2) and _under_path(path, mount_root):
+                    return os.path.join(point, os.path.relpath(path, mount_root))
+    return None
+
+
+def _under_path(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _cgroup_mounts() -> list[tuple[str, str, str, str]]:
+    """(root inside the hierarchy, mount point, fstype, super options) of each cgroup mount."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+                point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+                out.append((fields[3], point, tail[0], tail[2]))
+    return out
+
+
+def _pids_cgroup_parent(tag: int) -> str | None:
+    """A pids cgroup made for this process's jobs (``alignlings-TAG`` under ours, TAG our host
+    pid), where one can be made and its children get ``pids.max``; None elsewhere. Removed (with
+    what jobs left) at exit. The task limit of last resort: root without CAP_SYS_ADMIN nor
+    CAP_SETUID, whose jobs stay the host's uid 0, which RLIMIT_NPROC never binds. Looked for once
+    per process."""
+    with _pids_lock:
+        if _pids_parent_found:
+            return _pids_parent_found[0]
+        found = None
+        try:
+            ours = _our_pids_cgroup()
+            if ours is not None:
+                _remove_stale_pids_cgroups(ours)
+                parent = os.path.join(ours, f"alignlings-{tag}")
+                os.mkdir(parent, 0o755)
+                if os.path.exists(os.path.join(parent, "pids.max")):
+                    found = parent
+                    atexit.register(_remove_pids_cgroups, parent)
+                else:
+                    os.rmdir(parent)
+        except OSError:
+            found = None
+        _pids_parent_found.append(found)
+        return found
+
+
+def _remove_stale_pids_cgroups(ours: str) -> None:
+    """Those of killed processes (the host pid in their name is gone; /proc is the host's here):
+    a fork server killed before its lifeline ended leaves its folder behind."""
+    for name in os.listdir(ours):
+        if name.startswith("alignlings-") and name[11:].isdigit() and not os.path.exists(f"/proc/{name[11:]}"):
+            _remove_pids_cgroups(os.path.join(ours, name))
+
+
+def _new_pids_cgroup(parent: str, tasks: int) -> str:
+    """A child of `parent` that lets at most `tasks` tasks (threads) live in it at once."""
+    path = os.path.join(parent, f"job-{next(_pids_counter)}")
+    os.mkdir(path, 0o755)
+    _write_file(os.path.join(path, "pids.max"), str(tasks))
+    return path
+
+
+def _join_cgroup(path: str) -> None:
+    """Move this process (one thread yet) into the cgroup at `path`: its threads count there."""
+    _write_file(os.path.join(path, "cgroup.procs"), "0")
+
+
+def _remove_pids_cgroups(parent: str, only: str | None = None) -> None:
+    """rmdir job cgroups whose tasks are gone (all, or `only`), then `parent` when no `only`."""
+    try:
+        names = [os.path.basename(only)] if only else [n for n in os.listdir(parent) if n.startswith("job-")]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.rmdir(os.path.join(parent, name))
+        except OSError:
+            pass
+    if only is None:
+        try:
+            os.rmdir(parent)
+        except OSError:
+            pass

@@ -294,6 +294,13 @@ def _describe(base: str, features: Sequence[str]) -> str:
     return f"{base} ({', '.join(features)})" if features else base
 
 
+NO_TASK_LIMIT = "threads not limited"
+
+
+"""What the isolation text says where no task limit binds the job (then it is not isolated: a job
+could start threads without end; ``is_isolated``)."""
+
+
 def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None = None) -> list[str]:
     feats = ["read-only file system except the work dir", "private /tmp", "no network",
              "own pid namespace"] if namespaces else []
@@ -309,9 +316,48 @@ def _features(namespaces: bool, probe: dict, processes: int, tasks: int | None =
     nproc, default = probe.get("nproc", -1), default_tasks()
     if 0 < nproc <= default + 1:  # the probe ran with the default task limit: it applied
         feats.append(f"at most {max(tasks or default, processes)} threads (RLIMIT_NPROC)")
+    elif probe.get("pids_cgroup"):  # jobs stay the host's uid 0 (no CAP_SETUID), in a pids cgroup each
+        feats.append(f"at most {max(tasks or default, processes)} threads (pids cgroup)")
     else:
-        feats.append("threads not limited (no uid of its own that RLIMIT_NPROC binds)")
+        feats.append(f"{NO_TASK_LIMIT} (no uid of its own that RLIMIT_NPROC binds)")
     return feats
+
+
+def _can_traverse(st: os.stat_result, uid: int, gid: int) -> bool:
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == gid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def _reach(paths: Sequence[str], uid: int, gid: int) -> None:
+    """In a mount namespace of our own, as a process that can pass every folder (root of a user
+    namespace mapping uid 0): let `uid`/`gid` reach each of `paths` by covering each folder on the
+    way that it cannot pass with a 0755 tmpfs holding only the entries on the way, bound back from
+    the originals (through a descriptor opened before the cover). Outside this namespace, and
+    inside it for everything else they hold, those folders keep their modes (0700)."""
+    folders: dict[str, set[str]] = {}
+    for path in paths:
+        parts = Path(path).parts
+        for depth in range(1, len(parts)):
+            folder = str(Path(*parts[:depth]))
+            if not _can_traverse(os.stat(folder), uid, gid):
+                folders.setdefault(folder, set()).add(parts[depth])
+    for folder in sorted(folders, key=lambda p: p.count("/")):  # outermost first
+        keep = {name: os.open(os.path.join(folder, name), os.O_PATH) for name in sorted(folders[folder])}
+        try:
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+            for name, fd in keep.items():
+                target = os.path.join(folder, name)
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.mkdir(target)
+                else:
+                    open(target, "w").close()
+                _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        finally:
+            for fd in keep.values():
+                os.close(fd)
 
 
 def _populate_root(root: str, binds: Sequence[str], links: Sequence[tuple[str, str]],

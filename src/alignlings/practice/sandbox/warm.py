@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from alignlings.practice.sandbox.forkserver import _readable, _recv_frame, _recv_frame_with_fds
 from alignlings.practice.sandbox.job import _write_all
 from alignlings.practice.sandbox.limits import ISOLATION_MODES, Limits, SandboxResult, SandboxUnavailable
-from alignlings.practice.sandbox.mounts import _describe, _features, _job_env, _python_path
+from alignlings.practice.sandbox.mounts import NO_TASK_LIMIT, _describe, _features, _job_env, _python_path
 from alignlings.practice.sandbox.supervisor import (
     _check_call,
     _clean_stale_dirs,
@@ -296,12 +296,22 @@ def warm_isolation(timeout: float = 60.0) -> tuple[bool, str]:
             text = sandbox.isolation
     except (RuntimeError, OSError) as exc:
         return False, f"the fork server did not start ({exc})"
-    return text.startswith("namespaces"), text
+    return is_isolated(text), text
+
+
+def is_isolated(isolation: str) -> bool:
+    """Whether a job with this isolation text (``SandboxResult.isolation``) is isolated: in
+    namespaces, and under a task limit. Root without CAP_SYS_ADMIN *and* without CAP_SETUID gets
+    namespaces (through a user namespace) whose jobs stay the host's uid 0, which the kernel never
+    holds to RLIMIT_NPROC: one job could start threads until the machine has none left."""
+    return isolation.startswith("namespaces") and NO_TASK_LIMIT not in isolation
 
 
 MISSING_ISOLATION = ("grading needs Linux namespaces to keep learner code away from this server's files, "
                      "token and processes: run as root with CAP_SYS_ADMIN, or where unprivileged user "
                      "namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1 and "
                      "user.max_user_namespaces > 0; in a container, a seccomp profile and AppArmor policy "
-                     "that let unshare(CLONE_NEWUSER) through)")
+                     "that let unshare(CLONE_NEWUSER) through); and, as root without CAP_SYS_ADMIN, "
+                     "CAP_SETUID and CAP_SETGID, so that jobs run as uids of their own that the task "
+                     "limit (RLIMIT_NPROC) binds")
 """What to fix when ``warm_isolation`` answers False (``serve`` and ``watch`` say it)."""
