@@ -127,6 +127,13 @@ class Kind:
         """The ids of its questions answered by choosing an option (recorded as quiz answers)."""
         return []
 
+    def recorded_questions(self, ex: Exercise) -> tuple[Any, ...]:
+        """Its questions whose chosen options are recorded as quiz answers (each with ``id``,
+        ``answer`` and ``options[i].text``), for the teacher's report (``practice.report``)."""
+        return tuple(ex.quiz) if self.answered_by_choice else ()
+
+    first_answer_counts: bool = False  # the report judges its questions by the first answer (a prediction)
+
     def practise_url(self, ex: Exercise) -> str:
         """Where the learner practises it (the mastery table's link)."""
         return f"/exercises/{ex.key}"

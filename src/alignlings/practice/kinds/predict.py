@@ -50,6 +50,13 @@ class Predict(Kind):
     def question_ids(self, ex):
         return [q.id for q in ex.predict]
 
+    def recorded_questions(self, ex):
+        return tuple(ex.predict)
+
+    # the teacher's report judges a question by the learner's first prediction, committed before any
+    # run was seen; a later answer to the same question repeats what the run showed
+    first_answer_counts = True
+
     def text_problems(self, ex):
         return statement_only(ex)
 
