@@ -200,7 +200,7 @@ def _question_rows(ex, questions: dict, answers: list[dict], lang: str) -> list[
         for (_pk, qid), q in _judged_answers(mine, questions).items():
             judged[qid][learner] = q
     rows = []
-    for (pk, qid), (e, question) in questions.items():
+    for (_pk, qid), (e, question) in questions.items():
         if e is not ex:
             continue
         got = judged.get(qid, {})

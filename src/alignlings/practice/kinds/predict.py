@@ -24,7 +24,7 @@ class Predict(Kind):
     web_page = "predict"  # web/predict.py
     template = "predict.html"
     cli_not_file = "predict_not_code"
-    cli_next = "next_predict"  # type: ignore[assignment]  # the home screen's "Next: ..." key
+    cli_next = "next_predict"  # the home screen's "Next: ..." key
     cli_answer = "predict"
     texts_need_hints = False  # a statement only (``TEXT_KEYS``): see ``text_problems``
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
