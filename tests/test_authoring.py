@@ -86,6 +86,9 @@ def test_unfilled_skeletons_fail_with_file_and_line_then_pass_once_filled(course
     assert f"{pack / 'pack.toml'}:3: TODO(author) placeholder from `dev new`: write the real text" in lines
     for kind in KINDS:
         assert any(re.match(rf"{re.escape(str(pack / f'my-{kind}' / 'texts' / 'zh.toml'))}:\d+: TODO", x) for x in lines)
+    for name in ("predict.toml", "variant.py"):  # the predict skeleton's question, options and docstring too
+        path = pack / "my-predict" / name
+        assert f"{path}:{line_no(path, 'TODO')}: TODO(author) placeholder from `dev new`: write the real text" in lines
     fill(pack)
     out = invoke("dev", "check", "--pack", str(pack))
     assert out.exit_code == 0, out.output
