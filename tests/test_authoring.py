@@ -15,7 +15,7 @@ from alignlings.practice import packlint
 from alignlings.practice.pack import PackError, load_pack
 
 runner = CliRunner()
-KINDS = ("fill", "quiz", "bug", "bug-or-not")
+KINDS = ("fill", "quiz", "bug", "bug-or-not", "predict")
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +71,9 @@ def test_every_kind_has_a_skeleton_with_the_files_of_its_kind(course):
         assert "manual_seed(fresh(seed))" in (course / f"my-{kind}" / "check.py").read_text()
     assert "[[wrong_fix]]" in (course / "my-bug" / "misconceptions.toml").read_text()
     assert "story" in (course / "my-bug" / "texts" / "zh.toml").read_text()
+    assert {p.name for p in (course / "my-predict").iterdir()} == {"exercise.toml", "predict.toml", "variant.py", "texts"}
+    variant = (course / "my-predict" / "variant.py").read_text()
+    assert "def run_my_predict() -> dict:" in variant and "def supports_my_predict(result: dict) -> int:" in variant
     assert invoke("dev", "new", "x-y", "--kind", "essay", "--pack", str(course)).exit_code == 2
 
 
@@ -83,11 +86,55 @@ def test_unfilled_skeletons_fail_with_file_and_line_then_pass_once_filled(course
     assert f"{pack / 'pack.toml'}:3: TODO(author) placeholder from `dev new`: write the real text" in lines
     for kind in KINDS:
         assert any(re.match(rf"{re.escape(str(pack / f'my-{kind}' / 'texts' / 'zh.toml'))}:\d+: TODO", x) for x in lines)
+    for name in ("predict.toml", "variant.py"):  # the predict skeleton's question, options and docstring too
+        path = pack / "my-predict" / name
+        assert f"{path}:{line_no(path, 'TODO')}: TODO(author) placeholder from `dev new`: write the real text" in lines
     fill(pack)
     out = invoke("dev", "check", "--pack", str(pack))
     assert out.exit_code == 0, out.output
     assert "2 wrong fixes rejected with their feedback" in out.output and "3 misconceptions rejected" in out.output
     assert "answer, reasons and code" in out.output and "dev check passed" in out.output
+    assert "supports(run()) == answer" in out.output
+
+
+def test_the_predict_skeleton_runs_and_its_numbers_decide_the_answer(course):
+    """variant.py's run really runs (a measured dict), and supports() reads the option off it."""
+    import runpy
+
+    from alignlings.practice import predict as pr
+
+    ns = runpy.run_path(str(course / "my-predict" / "variant.py"))
+    result = ns["run_my_predict"]()
+    small, large = result["values"]["small"], result["values"]["large"]
+    assert abs(small - 0.8 ** 20) < 1e-6 and abs(large - 1.2 ** 20) < 1e-3  # x <- (1 - 2 lr) x, 20 times
+    assert len(result["series"]["small"]) == len(result["series"]["large"]) == 20
+    assert ns["supports_my_predict"](result) == 2
+    assert ns["supports_my_predict"]({"values": {"small": 0.01, "large": 0.001}}) == 1  # from the numbers
+    assert ns["supports_my_predict"]({"values": {"small": 0.01, "large": 0.01}}) == 0
+    ex = load_pack(course).get("my-predict")
+    (q,) = ex.predict
+    assert q.answer == 2 and q.result_fields() == {"small", "large"} and set(q.chart.series) == {"small", "large"}
+    assert not pr.run_variant(ex, q, use_cache=False).supports_error
+
+
+def test_a_predict_item_carries_no_hints_and_its_answer_must_be_what_the_run_supports(filled):
+    import shutil
+
+    for other in ("my-fill", "my-quiz", "my-bug", "my-bug-or-not"):
+        shutil.rmtree(filled / other)
+    (filled / "pack.toml").write_text('[pack]\nid = "course"\ntitle = { en = "C", zh = "课" }\norder = ["my-predict"]\n')
+    zh = filled / "my-predict" / "texts" / "zh.toml"
+    zh.write_text(zh.read_text(encoding="utf-8") + 'hints = ["看看 1 - 2·lr"]\nexplanation = "因为……"\n', encoding="utf-8")
+    toml = filled / "my-predict" / "predict.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace("answer = 2 ", "answer = 1 "), encoding="utf-8")
+    out = invoke("dev", "check", "--pack", str(filled))
+    assert out.exit_code == 1
+    found = problems(out.output)
+    assert f"{zh}:{line_no(zh, '^hints')}: hints: a predict item shows no hints: they would answer the question " \
+           "before the learner commits; remove it" in found, found
+    assert any(p.startswith(f"{zh}:{line_no(zh, '^explanation')}: explanation: never shown") for p in found), found
+    assert any(p.startswith(f"{toml}:{line_no(toml, '^answer')}: answer = 1, but supports_my_predict(run_my_predict()) "
+                            "= option 2") for p in found), found
 
 
 @pytest.fixture()
@@ -105,7 +152,7 @@ def test_grading_problems_name_the_misconception_line(filled):
     with misc.open("a", encoding="utf-8") as f:  # a "misconception" that is in fact right
         f.write('\n[[misconception]]\nid = "actually-right"\nblank = 1\nfill = "x * beta"\n'
                 'feedback.en = "x"\nfeedback.zh = "x"\n')
-    for other in ("my-quiz", "my-bug", "my-bug-or-not"):  # grade only the fill exercise
+    for other in ("my-quiz", "my-bug", "my-bug-or-not", "my-predict"):  # grade only the fill exercise
         import shutil
 
         shutil.rmtree(filled / other)
@@ -124,7 +171,7 @@ def test_a_bug_drill_problem_names_its_wrong_fix_and_a_story_its_language(filled
     zh = filled / "my-bug" / "texts" / "zh.toml"
     zh.write_text(re.sub(r'story = """.*?"""', 'story = ""', zh.read_text(encoding="utf-8"), flags=re.S),
                   encoding="utf-8")
-    for other in ("my-fill", "my-quiz", "my-bug-or-not"):
+    for other in ("my-fill", "my-quiz", "my-bug-or-not", "my-predict"):
         import shutil
 
         shutil.rmtree(filled / other)

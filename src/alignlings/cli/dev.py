@@ -96,8 +96,8 @@ def dev_new(
     exercise_id: Annotated[str, typer.Argument(metavar="ID", help="The new exercise's id, e.g. ipo-loss.")],
     pack: PackOption = None,
     kind: Annotated[str, typer.Option(
-        "--kind", help="fill (code with blanks), quiz, bug (spot the bug: buggy.py and its fix) or bug-or-not "
-                       "(bugornot.toml).")] = "fill",
+        "--kind", help="fill (code with blanks), quiz, bug (spot the bug: buggy.py and its fix), bug-or-not "
+                       "(bugornot.toml) or predict (predict.toml and the variant.py it runs).")] = "fill",
 ) -> None:
     """Write a working skeleton of an exercise of KIND into the pack folder (--pack DIR, created if new).
 

@@ -102,7 +102,8 @@ def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Proble
             raw = {m.get("id"): m for m in _toml_tables(ex.path / "misconceptions.toml", "misconception")}
             for m in ex.misconceptions:
                 where += [(ex.path / "misconceptions.toml", t) for t in (raw.get(m.id, {}).get("concepts") or ())]
-        if ex.kind_spec.questions_file == "quiz.toml":  # tags per question (bugornot.toml's are the drill's)
+        if ex.kind_spec.answered_by_choice and ex.kind_spec.questions_file == "quiz.toml":
+            # tags per question (bugornot.toml's are the drill's; a predict item has no quiz.toml)
             where += [(ex.path / "quiz.toml", t) for tags in review.question_concepts(ex).values() for t in tags]
         where += [(ex.path / "predict.toml", t) for q in ex.predict for t in q.concepts]  # predict items
     except PackError as exc:

@@ -5,12 +5,20 @@ query per table, not one per learner and exercise), so the teacher page and the 
 ``class_report`` share them:
 
 - :func:`learner_rows`: per learner, last activity, time on task, exercises solved and when, the
-  blanks they are failing now, their misconceptions by name, their wrong quiz and bug-or-not
-  choices, hints (both kinds: the exercise's hints and per-blank hints), solutions revealed and
-  their last submission's code.
+  blanks they are failing now, their misconceptions by name, their wrong quiz, bug-or-not and
+  predict choices, the predictions they made and how many were right, hints (both kinds: the
+  exercise's hints and per-blank hints), solutions revealed and their last submission's code.
 - :func:`exercise_rows`: per exercise, how many solved, how many are stuck (attempted, not solved),
-  median attempts and time to solve, the misconceptions hit (names, learners) and the blanks most
-  often wrong.
+  median attempts and time to solve, the misconceptions hit (names, learners), the blanks most
+  often wrong and, per question answered by choosing (quiz, bug-or-not, predict), how many learners
+  answered it, how many were right and which wrong options they chose.
+
+Questions answered by choosing are the kind's ``recorded_questions``; a quiz question is judged by
+the learner's latest answer, a predict question by their first (``Kind.first_answer_counts``): the
+prediction committed before the run was seen, which is what a teacher wants to know; an answer
+after seeing the run only repeats it. Such an exercise is solved or stuck by its answers alone (its
+rounds' attempts would count the same learner twice), as the learner's own progress counts it:
+every question answered and each latest answer right.
 
 Both take ``pack`` and ``track`` filters (a pack id; a track as ``id`` or ``pack/id``). History is
 read whole: a learner's reset (start over) does not hide it from the teacher.
@@ -122,15 +130,16 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
         failing = {key: _failed_blanks(v["verdict"]) for key, v in last.items()
                    if key not in solved and _failed_blanks(v["verdict"])}
         wrong = []
-        latest_answer: dict[tuple[str, str], dict] = {}
-        for q in answers:
-            latest_answer[(q["pack"], q["question_id"])] = q
-        for (pk, qid), q in latest_answer.items():
+        predictions = {"made": 0, "right": 0}
+        for (pk, qid), q in _judged_answers(answers, questions).items():
+            ex, question = questions[(pk, qid)]
+            if ex.kind_spec.first_answer_counts:
+                predictions["made"] += 1
+                predictions["right"] += bool(q["correct"])
             if not q["correct"]:
-                ex, question = questions[(pk, qid)]
-                option = question.options[q["choice"]] if 0 <= q["choice"] < len(question.options) else None
-                wrong.append({"exercise": ex.key, "question": qid,
-                              "choice": (option.text.get(lang) or option.text.get("en", "")) if option else str(q["choice"])})
+                wrong.append({"exercise": ex.key, "question": qid, "kind": ex.kind_spec.name,
+                              "label": ex.kind_spec.label.get(lang) or ex.kind_spec.name,
+                              "choice": _option_text(question, q["choice"], lang)})
         hints = sum(1 for e in events if e["kind"] == "hint")  # both kinds: each hint is one event
         revealed = sorted({by_key[(e["pack"], e["exercise"])].key for e in events if e["kind"] == "reveal"})
         latest = mine[-1] if mine else None
@@ -142,6 +151,7 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
             "failing_blanks": failing,
             "misconceptions": sorted(misconceptions.items(), key=lambda kv: (-kv[1], kv[0])),
             "wrong_choices": wrong,
+            "predictions": predictions["made"], "predictions_right": predictions["right"],
             "hints": hints,
             "revealed": revealed,
             "last_submission": ({"exercise": by_key[(latest["pack"], latest["exercise"])].key,
@@ -152,14 +162,64 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
 
 
 def _question_index(exercises: list) -> dict[tuple[str, str], tuple[Any, Any]]:
+    """(pack, question id) -> (exercise, question) of every question answered by choosing."""
     out = {}
     for ex in exercises:
-        if ex.kind_spec.answered_by_choice:
-            try:
-                for q in ex.quiz:
-                    out[(ex.pack, q.id)] = (ex, q)
-            except Exception:  # noqa: BLE001 - a broken quiz file is dev check's to report
-                continue
+        try:
+            for q in ex.kind_spec.recorded_questions(ex):
+                out[(ex.pack, q.id)] = (ex, q)
+        except Exception:  # noqa: BLE001 - a broken quiz or predict file is dev check's to report
+            continue
+    return out
+
+
+def _judged_answers(answers: list[dict], questions: dict) -> dict[tuple[str, str], dict]:
+    """(pack, question id) -> the one answer of a learner that judges the question: the latest for a
+    quiz question, the first (the prediction) for a predict question. ``answers`` in time order."""
+    out: dict[tuple[str, str], dict] = {}
+    for q in answers:
+        key = (q["pack"], q["question_id"])
+        if key not in out or not questions[key][0].kind_spec.first_answer_counts:
+            out[key] = q
+    return out
+
+
+def _option_text(question, choice: int, lang: str) -> str:
+    option = question.options[choice] if 0 <= choice < len(question.options) else None
+    return (option.text.get(lang) or option.text.get("en", "")) if option else str(choice)
+
+
+LETTERS = "ABCDEFGH"
+
+
+def _question_rows(ex, questions: dict, answers: list[dict], lang: str) -> list[dict]:
+    """Per question of ``ex`` answered by choosing: ``answered`` and ``right`` (learners, by the
+    judging answer), and ``wrong_options`` (each wrong option chosen: letter, text, learners)."""
+    judged: dict[str, dict[str, dict]] = defaultdict(dict)  # question -> learner -> judging answer
+    for learner, mine in _by_learner(answers).items():
+        for (_pk, qid), q in _judged_answers(mine, questions).items():
+            judged[qid][learner] = q
+    rows = []
+    for (_pk, qid), (e, question) in questions.items():
+        if e is not ex:
+            continue
+        got = judged.get(qid, {})
+        chosen: dict[int, int] = defaultdict(int)
+        for q in got.values():
+            if not q["correct"]:
+                chosen[q["choice"]] += 1
+        rows.append({"question": qid, "text": question.question.get(lang) or question.question.get("en", ""),
+                     "answered": len(got), "right": sum(1 for q in got.values() if q["correct"]),
+                     "wrong_options": [{"option": LETTERS[c] if 0 <= c < len(LETTERS) else str(c),
+                                        "text": _option_text(question, c, lang), "learners": n}
+                                       for c, n in sorted(chosen.items(), key=lambda cn: (-cn[1], cn[0]))]})
+    return rows
+
+
+def _by_learner(answers: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for q in answers:
+        out[q["learner"]].append(q)
     return out
 
 
@@ -187,7 +247,10 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
         attempts_to_solve, seconds_to_solve = [], []
         hits: dict[str, set[str]] = defaultdict(set)
         wrong_blanks: dict[int, int] = defaultdict(int)
+        choice_kind = any(e is ex for e, _ in questions.values())  # solved by its answers, not its rounds
         for lid, rows_ in per_learner.items():
+            if choice_kind:
+                break
             first_pass = next((i for i, a in enumerate(rows_) if a["passed"]), None)
             if first_pass is None:
                 stuck += 1
@@ -201,13 +264,13 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
                     hits[mid].add(lid)
                 for b in _failed_blanks(verdict):
                     wrong_blanks[b] += 1
-        if ex.kind_spec.answered_by_choice:  # answered, and every question's latest answer right
+        question_rows = _question_rows(ex, questions, answered.get((ex.pack, ex.id), []), lang)
+        if choice_kind:  # solved as the learner sees it: every question answered, each latest answer right
             by_learner: dict[str, dict[str, bool]] = defaultdict(dict)
             for q in answered.get((ex.pack, ex.id), []):
                 by_learner[q["learner"]][q["question_id"]] = bool(q["correct"])
-            n_questions = sum(1 for (pk, _qid), (e, _) in questions.items() if e is ex)
             for latest in by_learner.values():
-                if len(latest) == n_questions and all(latest.values()):
+                if len(latest) == len(question_rows) and all(latest.values()):
                     solved += 1
                 else:
                     stuck += 1
@@ -224,6 +287,10 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
                                for mid, who in sorted(hits.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
             "blanks_wrong": [{"blank": b, "times": n}
                              for b, n in sorted(wrong_blanks.items(), key=lambda bn: (-bn[1], bn[0]))],
+            "kind": ex.kind_spec.name, "predict": ex.kind_spec.first_answer_counts,
+            "questions": question_rows,
+            "answered": sum(r["answered"] for r in question_rows),
+            "answered_right": sum(r["right"] for r in question_rows),
         })
     return rows
 

@@ -414,9 +414,9 @@ def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
 
 PROGRESS_COLUMNS = ["name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
 LEARNER_COLUMNS = ["name", "learner", "last_activity", "time_on_task_s", "solved", "failing_blanks", "misconceptions",
-                   "wrong_choices", "hints", "revealed", "last_submission"]
-EXERCISE_COLUMNS = ["track", "exercise", "pack", "title", "solved", "stuck", "median_attempts", "median_seconds",
-                    "misconceptions", "blanks_wrong"]
+                   "wrong_choices", "predictions", "predictions_right", "hints", "revealed", "last_submission"]
+EXERCISE_COLUMNS = ["track", "exercise", "pack", "title", "kind", "solved", "stuck", "median_attempts", "median_seconds",
+                    "misconceptions", "blanks_wrong", "answered", "answered_right", "wrong_options"]
 MISCONCEPTION_COLUMNS = ["misconception", "exercise", "pack", "blank", "learners", "feedback"]
 
 
@@ -493,7 +493,9 @@ def learners_csv(request: Request) -> Response:
 @router.get("/teacher/exercises.csv", include_in_schema=False)
 def exercises_csv(request: Request) -> Response:
     report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
-    rows = [{k: _flat(v) for k, v in r.items()} for r in report["exercises"]]
+    rows = [{**{k: _flat(v) for k, v in r.items()},  # questions answered by choosing: answers, and the wrong options
+             "wrong_options": _flat([{"question": q["question"], **w} for q in r["questions"] for w in q["wrong_options"]])
+             if r["questions"] else ""} for r in report["exercises"]]
     return _csv(rows, EXERCISE_COLUMNS, "class-exercises.csv")
 
 

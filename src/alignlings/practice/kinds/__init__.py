@@ -44,6 +44,7 @@ class Kind:
     cli_answer: str = "quiz"  # the command that answers it when it is not a file (a notebook says so)
     cli_not_file: str = "quiz_not_code"  # the [cli.errors] key when a command needs a file (start, check...)
     texts_need_hints: bool = True  # dev check wants hints and an explanation in texts/<lang>.toml
+    first_answer_counts: bool = False  # the teacher's report judges its questions by the first answer (a prediction)
 
     def __init__(self) -> None:
         self.author_name = self.author_name or self.name
@@ -126,6 +127,11 @@ class Kind:
     def question_ids(self, ex: Exercise) -> list[str]:
         """The ids of its questions answered by choosing an option (recorded as quiz answers)."""
         return []
+
+    def recorded_questions(self, ex: Exercise) -> tuple[Any, ...]:
+        """Its questions whose chosen options are recorded as quiz answers (each with ``id``,
+        ``answer`` and ``options[i].text``), for the teacher's report (``practice.report``)."""
+        return tuple(ex.quiz) if self.answered_by_choice else ()
 
     def practise_url(self, ex: Exercise) -> str:
         """Where the learner practises it (the mastery table's link)."""

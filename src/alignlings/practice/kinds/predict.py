@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 from alignlings.i18n import LANGS
-from alignlings.practice.kinds import Kind, register
+from alignlings.practice.kinds import Kind, register, skeletons
 
 
 class Predict(Kind):
@@ -24,9 +24,9 @@ class Predict(Kind):
     web_page = "predict"  # web/predict.py
     template = "predict.html"
     cli_not_file = "predict_not_code"
-    cli_next = "next_predict"  # type: ignore[assignment]  # the home screen's "Next: ..." key
+    cli_next = "next_predict"  # the home screen's "Next: ..." key
     cli_answer = "predict"
-    texts_need_hints = False  # a short intro; each question has its own explanation
+    texts_need_hints = False  # a statement only (``TEXT_KEYS``): see ``text_problems``
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
 
     def review_items(self, rv, ex):
@@ -50,8 +50,21 @@ class Predict(Kind):
     def question_ids(self, ex):
         return [q.id for q in ex.predict]
 
+    def recorded_questions(self, ex):
+        return tuple(ex.predict)
+
+    # the teacher's report judges a question by the learner's first prediction, committed before any
+    # run was seen; a later answer to the same question repeats what the run showed
+    first_answer_counts = True
+
+    def text_problems(self, ex):
+        return statement_only(ex)
+
     def dev_check(self, ex, grader):
         return check_predict(ex)
+
+    def skeleton(self, exercise_id):
+        return skeletons.predict(exercise_id)
 
 
 def measured(ex, q, lang: str) -> dict:
@@ -69,6 +82,34 @@ def measured(ex, q, lang: str) -> dict:
     return {"result_text": pr.result_text(q, run.values, lang), "values": run.values, "series": run.series,
             "chart": pr.chart_data(q, run, lang), "explanation": explanation, "run_error": None,
             "cached": run.cached}
+
+
+TEXT_KEYS = ("statement",)
+"""What a predict item's texts/<lang>.toml may hold. Neither interface shows hints before the learner
+commits (a hint would answer the question, the point being to find out what one expected), and the
+explanation a learner reads after the run is each question's ``explanation`` in predict.toml, so
+``hints``, ``explanation`` (and ``blanks``, ``blank_hints``, ``story``...) there would be dead text."""
+
+
+def statement_only(ex) -> list[str]:
+    """``dev check``: texts/<lang>.toml of a predict item holds nothing but its statement."""
+    problems = []
+    for lang in LANGS:
+        path = ex.path / "texts" / f"{lang}.toml"
+        try:
+            with path.open("rb") as f:
+                table = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError):
+            continue  # reported by the texts check
+        for key in table:
+            if key in TEXT_KEYS:
+                continue
+            why = ("a predict item shows no hints: they would answer the question before the learner commits"
+                   if key in ("hints", "blank_hints") else
+                   "never shown: the explanation after the run is each question's explanation.en/zh in predict.toml"
+                   if key == "explanation" else "a predict item's texts hold only its statement")
+            problems.append(f"texts/{lang}.toml: {key}: {why}; remove it")
+    return problems
 
 
 def _functions(path: Path) -> set[str] | None:

@@ -8,7 +8,10 @@ asks for its own (``Kind.skeleton``); a new kind writes its skeleton in its own 
 - ``quiz``: one question with four explained options;
 - ``bug``: a masked mean that divides by every position (buggy.py), its fix (solution.py), the
   ``region`` of the bug, two ``[[wrong_fix]]`` and the ``story`` of the real bug;
-- ``bug-or-not``: ``bugornot.toml`` with code, an observation, the answer and three reasons.
+- ``bug-or-not``: ``bugornot.toml`` with code, an observation, the answer and three reasons;
+- ``predict``: ``predict.toml`` with one question (three options, a result text and a chart) and a
+  ``variant.py`` whose ``run_*`` really runs gradient descent at two learning rates and whose
+  ``supports_*`` reads the option off the measured numbers; texts with a statement only.
 
 Plain text only: this module imports nothing of the pack loader, so a kind can call it.
 """
@@ -260,4 +263,101 @@ why.en = "{t}: why it is (or is not) a bug"
 why.zh = "{t}: 为什么是（或不是）bug"
 {reasons}''',
         **texts(t),
+    }
+
+
+def predict(exercise_id: str) -> dict[str, str]:
+    """A predict item: gradient descent on f(x) = x² with a small and a large learning rate; the
+    learner predicts what the large one does. ``variant.py`` really runs both (torch, no randomness)
+    and ``supports_*`` decides the option from the measured numbers, so ``dev check`` passes once
+    the texts are written."""
+    fn = function_name(exercise_id)
+    t = PLACEHOLDER
+    why = ["both shrink x", "the large step lands closer to 0", "the large step overshoots further every time"]
+    options = "".join(f'''
+[[question.option]]
+text.en = "{t}: option {i + 1}"
+text.zh = "{t}: 选项 {i + 1}"
+why.en = "{t}: why a learner might expect this, and what the run shows ({why[i]})"
+why.zh = "{t}: 为什么有人会这样预测，实际运行又说明了什么"
+''' for i in range(3))
+    return {
+        "exercise.toml": f'''id = "{exercise_id}"          # must equal the folder's name
+kind = "predict"
+level = 1                 # 1..5
+title = {{ en = "{t}: Predict: English title", zh = "{t}: 预测：中文标题" }}
+''',
+        "predict.toml": f'''# One [[question]] per prediction (usually one). Asked BEFORE the run: the learner commits to an
+# option, then variant.py's `run` function runs and the result, the chart, every option's `why` and
+# the explanation are shown. `dev check` runs it and requires supports(run()) == answer.
+[[question]]
+id = "{exercise_id}"       # unique in the pack across quiz, bug-or-not and predict ids
+concepts = []             # tags from [concepts] of the pack's texts/<lang>.toml, e.g. ["kl-penalty"]
+answer = 2                # 0-based index of the option the measured run supports
+run = "run_{fn}"
+supports = "supports_{fn}"
+question.en = "{t}: gradient descent on f(x) = x² from x = 1, 20 steps with lr 0.1 and with lr 1.1. What does x do with lr 1.1?"
+question.zh = "{t}: 在 f(x) = x² 上从 x = 1 开始做梯度下降，学习率 0.1 和 1.1 各走 20 步。学习率 1.1 时 x 会怎样？"
+result.en = "{t}: after 20 steps |x| is {{small:.2g}} with lr 0.1 and {{large:.2g}} with lr 1.1."
+result.zh = "{t}: 20 步之后，学习率 0.1 时 |x| 为 {{small:.2g}}，学习率 1.1 时为 {{large:.2g}}。"
+explanation.en = "{t}: why (shown after the result): each step multiplies x by 1 - 2·lr, that is 0.8 and -1.2."
+explanation.zh = "{t}: 为什么（在结果之后显示）：每一步把 x 乘以 1 - 2·lr，即 0.8 和 -1.2。"
+{options}
+[question.chart]          # optional: a line chart of result["series"]
+x.en = "{t}: step"
+x.zh = "{t}: 步数"
+y.en = "|x|"
+y.zh = "|x|"
+[question.chart.series.small]
+en = "lr 0.1"
+zh = "学习率 0.1"
+[question.chart.series.large]
+en = "lr 1.1"
+zh = "学习率 1.1"
+''',
+        "variant.py": f'''"""{t}: what this run shows, and which exercise it previews.
+
+Each `run_*` function is run in its own process (CPU, one thread, a time limit) and returns
+{{"values": {{name: float}}, "series": {{name: [float, ...]}}}}; `supports_*` reads those numbers and
+returns the index of the option they support, decided with margins, never a constant.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _descend(lr: float, steps: int = 20) -> list[float]:
+    """|x| after each gradient step on f(x) = x², from x = 1."""
+    x = torch.tensor(1.0, requires_grad=True)
+    out = []
+    for _ in range(steps):
+        (grad,) = torch.autograd.grad(x * x, x)
+        with torch.no_grad():
+            x -= lr * grad
+        out.append(abs(x.item()))
+    return out
+
+
+def run_{fn}() -> dict:
+    """No randomness here; seed a torch.Generator where there is."""
+    small, large = _descend(0.1), _descend(1.1)
+    return {{"values": {{"small": small[-1], "large": large[-1]}}, "series": {{"small": small, "large": large}}}}
+
+
+def supports_{fn}(result: dict) -> int:
+    """0: both end near 0; 1: lr 1.1 ends closer to 0 than lr 0.1; 2: lr 1.1 ends further from 0 than it started."""
+    v = result["values"]
+    if v["large"] > 2.0:  # started at 1: well beyond it
+        return 2
+    if v["large"] < 0.5 * v["small"]:
+        return 1
+    return 0
+''',
+        "texts/en.toml": f'''# A predict item has a statement only: no hints (they would answer the question before the learner
+# commits) and no explanation here (each question's explanation in predict.toml follows its run).
+statement = """{t}: one to three sentences: what is varied and what is measured, nothing that answers it."""
+''',
+        "texts/zh.toml": f'''statement = """{t}: 一到三句话：改变了什么、测量什么，不透露答案。"""
+''',
     }
