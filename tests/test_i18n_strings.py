@@ -251,9 +251,9 @@ def test_every_isolation_text_the_sandbox_can_write_reads_as_chinese():
 
     texts = [MISSING_ISOLATION, "rlimits only (asked for)", "rlimits only (bubblewrap unavailable: bwrap: EPERM)",
              "the fork server did not start (Timeout)"]
-    for namespaces, uid, userns, seccomp, processes, nproc in itertools.product(
-            (True, False), (True, False), (True, False), (True, False), (1, 4), (-1, default_tasks())):
-        probe = {"uid_dropped": uid, "userns": userns, "seccomp": seccomp, "nproc": nproc}
+    for namespaces, uid, userns, seccomp, processes, nproc, cgroup in itertools.product(
+            (True, False), (True, False), (True, False), (True, False), (1, 4), (-1, default_tasks()), (True, False)):
+        probe = {"uid_dropped": uid, "userns": userns, "seccomp": seccomp, "nproc": nproc, "pids_cgroup": cgroup}
         features = _features(namespaces, probe, processes, 64)
         texts += [_describe("namespaces via bubblewrap", features), _describe("namespaces", features),
                   "rlimits only (namespaces unavailable: EPERM); " + ", ".join(features),
