@@ -512,29 +512,36 @@ class Practice:
     def quiz_answer(self, ex: Exercise, q: QuizQuestion, choice: int, *, lang: str = "en") -> QuizAnswer:
         """Record an answer; every option explained; the last question closes the round (recorded as
         one attempt)."""
+        correct, latest, right, score, recorded = self._record_choice(ex, ex.quiz, q, choice, f"an answer to {q.id}")
+        options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
+        progress = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": len(ex.quiz)}
+        return QuizAnswer(ex.key, q.id, choice, q.answer, correct, options, progress, score, recorded)
+
+    def _record_choice(self, ex: Exercise, questions: Any, q: Any, choice: int,
+                       what: str) -> tuple[bool, dict, int, dict | None, bool]:
+        """The one rule for an option chosen (quiz, bug-or-not and predict questions): record it (a
+        store failure is logged and the answer still counts toward this round), and the last question
+        closes the round, recorded as one attempt that passes when every latest answer is right.
+        Returns (correct, the round's latest answers, how many are right, the score or None, recorded)."""
+        from alignlings.practice.store import utcnow
+
         if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
             raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
         correct = choice == q.answer
-        from alignlings.practice.store import utcnow
-
-        recorded = self._safely(f"an answer to {q.id}",
-                                lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
+        recorded = self._safely(what, lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
         if recorded:
             self._unrecorded_answers.pop((ex.pack, q.id), None)
         else:  # it still counts toward this round
             self._unrecorded_answers[(ex.pack, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
         latest = self._round_answers(ex)
         latest[q.id] = {"choice": choice, "correct": correct}
-        right = sum(1 for x in ex.quiz if latest.get(x.id, {}).get("correct"))
-        total = len(ex.quiz)
-        score = None
-        if q.id == ex.quiz[-1].id:
+        right = sum(1 for x in questions if latest.get(x.id, {}).get("correct"))
+        total, score = len(questions), None
+        if q.id == questions[-1].id:
             verdict = quiz_round_verdict(ex, right, total)
             recorded = record_safely(self.store, ex, verdict, code="", source=self.source) and recorded
             score = {"right": right, "total": total, "passed": right == total}
-        options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
-        progress = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": total}
-        return QuizAnswer(ex.key, q.id, choice, q.answer, correct, options, progress, score, recorded)
+        return correct, latest, right, score, recorded
 
     # -- the teacher's plan ------------------------------------------------------------------------------
     def track_locks(self, lang: str = "en") -> dict[str, str]:
@@ -608,28 +615,11 @@ class Practice:
         computed. The item counts as solved under the quiz's rule: its last question closes a round,
         recorded as one attempt that passes when every question's latest prediction is right."""
         from alignlings.practice.kinds.predict import measured
-        from alignlings.practice.store import utcnow
 
         q = self._predict_question(ex, question_id)
         ex = self.predict_exercise(ex.key)
         self._refuse_if_locked(ex, lang)  # a track locked for this learner refuses it, like a quiz answer
-        if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
-            raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
-        correct = choice == q.answer
-        recorded = self._safely(f"a prediction on {q.id}",
-                                lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
-        if recorded:
-            self._unrecorded_answers.pop((ex.pack, q.id), None)
-        else:  # it still counts toward this round
-            self._unrecorded_answers[(ex.pack, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
-        latest = self._round_answers(ex)
-        latest[q.id] = {"choice": choice, "correct": correct}
-        right = sum(1 for x in ex.predict if latest.get(x.id, {}).get("correct"))
-        total, score = len(ex.predict), None
-        if q.id == ex.predict[-1].id:
-            verdict = quiz_round_verdict(ex, right, total)
-            recorded = record_safely(self.store, ex, verdict, code="", source=self.source) and recorded
-            score = {"right": right, "total": total, "passed": right == total}
+        correct, _, _, score, recorded = self._record_choice(ex, ex.predict, q, choice, f"a prediction on {q.id}")
         run = measured(ex, q, lang)
         options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
         return PredictAnswer(ex.key, q.id, choice, q.answer, correct, q.options[choice].why.get(lang, ""), options,
