@@ -94,11 +94,20 @@ def hidden_size(model: Any) -> int:
     return int(getattr(getattr(_base(model), "config", None), "hidden_size", 1) or 1)
 
 
+def may_share(B: int, width: int | None, hidden: int = 1) -> bool:
+    """False when sharing a prefix of ``width`` positions among B rows could not reach
+    ``SHARE_MIN_WORK`` even if all B rows held the same one; checked before looking for repeats
+    (``torch.unique`` over rows is a slow kernel, ~20-100 us on the benchmark's tiny batches)."""
+    return width is None or (B - 1) * width * hidden >= SHARE_MIN_WORK
+
+
 def distinct_rows(rows: torch.Tensor, width: int | None = None,
                   hidden: int = 1) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(first, inverse) for a [B, K] tensor with repeated rows: ``first`` [U] the index of each distinct
     row's first occurrence, ``inverse`` [B] which distinct row each row is; None when all B differ, or
     when ``(B - U) * width * hidden`` (the work sharing would skip) is under ``SHARE_MIN_WORK``."""
+    if not may_share(rows.shape[0], width, hidden):
+        return None  # even if all B rows were one, sharing would skip too little: no torch.unique
     distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
     B, U = rows.shape[0], distinct.shape[0]
     if U == B or (width is not None and (B - U) * width * hidden < SHARE_MIN_WORK):
@@ -220,6 +229,8 @@ class LeanDecoder:
         if not self.cache or self.length or self.hooked:
             return self.forward(input_ids, positions)
         P = input_ids.shape[1]
+        if not may_share(input_ids.shape[0], P, hidden_size(self.model)):
+            return self.forward(input_ids, positions)
         shared = distinct_rows(torch.cat([input_ids, positions, self.key_mask[:, :P].long()], dim=1), P,
                                hidden_size(self.model))
         if shared is None:
@@ -455,9 +466,10 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
         shared = shared_prefix_logits(model, input_ids, attention_mask, logits_to_keep)
         if shared is not None:
             return shared
-    if select is not None and select.any():
+    B, T = input_ids.shape
+    if select is not None and may_share(B, T, hidden_size(model)) and select.any():
         # the selected positions all lie in the last K columns: a shared prefix may run once
-        K = input_ids.shape[1] - int(select.any(0).nonzero()[0])
+        K = T - int(select.any(0).nonzero()[0])
         shared = shared_prefix_logits(model, input_ids, attention_mask, K)
         if shared is not None:
             return shared[select[:, -K:]]  # [N, V], row-major as h[select]
@@ -483,7 +495,7 @@ def shared_prefix_logits(model: Any, input_ids: torch.Tensor, attention_mask: to
     each distinct prompt's gradient over its rows)."""
     B, T = input_ids.shape
     P = T - logits_to_keep + 1
-    if not 1 < P < T:
+    if not 1 < P < T or not may_share(B, P, hidden_size(model)):
         return None
     shared = distinct_rows(torch.cat([input_ids[:, :P], attention_mask[:, :P].long()], dim=1), P, hidden_size(model))
     if shared is None:

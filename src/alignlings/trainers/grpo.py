@@ -4,8 +4,9 @@ Shao et al., "DeepSeekMath" (2024), with TRL 1.16's defaults (token-level "dapo"
 beta = 0). Every ``num_iterations`` optimiser steps the trainer draws a batch of prompts and:
 
     generate  samples G = ``num_generations`` completions per prompt from left-padded prompts with
-              a lean KV-cache loop (``modeling.sample_with_cache``; ``generation_backend="generate"``
-              uses transformers' ``generate``): temperature, top-p, top-k; the completion mask ends
+              a lean KV-cache loop (``modeling.sample_with_cache``, inverse-CDF draws;
+              ``generation_backend="cache_exact"`` draws as ``generate`` does, ``"generate"`` uses
+              transformers' ``generate``): temperature, top-p, top-k; the completion mask ends
               at the first EOS (the tokenizer's or one the model's generation config declares);
     score     calls each reward function ``f(prompts, completions, **columns) -> list[float]``,
               sums them with ``reward_weights`` and turns them into group-relative advantages
@@ -132,7 +133,7 @@ class GRPOTrainer(BaseTrainer):
             completion_ids = sample_with_cache(
                 self.model, prompt_ids, prompt_mask, max_new_tokens=args.max_completion_length,
                 temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, eos_ids=self.eos_ids,
-                pad_id=self.pad_id,
+                pad_id=self.pad_id, draw="multinomial" if args.generation_backend == "cache_exact" else "cdf",
             )
         until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids)
         completion_ids = completion_ids.masked_fill(until_eos == 0, self.pad_id)
