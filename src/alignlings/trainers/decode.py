@@ -151,8 +151,10 @@ class LeanDecoder:
         self._rows: torch.Tensor | None = None
         self._inverse: torch.Tensor | None = None
         self.hooked = False  # a module of the model has hooks: they see the batch forward would give
+        # no padded key at all (GRPO's G copies of one prompt): a one-token step attends every key
+        self.unpadded = bool(self.key_mask.all())
         # real tokens first, padding (if any) after them in every row, as in DPO's batches
-        self.right_padded = bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
+        self.right_padded = self.unpadded or bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
             p = next(model.parameters())
             autocast = torch.is_autocast_enabled(p.device.type)
@@ -173,13 +175,19 @@ class LeanDecoder:
 
         Each query also sees itself, so a padded query (whose output nobody reads) never has an
         all-masked row, which would give NaN and spread through the padded keys' values. None: plain
-        causal attention (``is_causal``), which is the same when every row is right-padded."""
+        causal attention (``is_causal``), which is the same when every row is right-padded; for a
+        one-token step, no mask at all (the new token comes after every key), the same when no key is
+        padded."""
         L = self.length + T
+        if T == 1 and window is None and self.unpadded:
+            return None
         key_mask = self.key_mask if self._rows is None else self.key_mask[self._rows]
         keys = key_mask[:, None, None, :L]  # [B, 1, 1, L]
         k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
         if T == 1:
-            return keys if window is None else keys & (k_index > L - 1 - window)
+            if window is None:
+                return None if self.unpadded else keys
+            return keys & (k_index > L - 1 - window)
         if self.length == 0 and self.right_padded and window is None:
             # Every padded key comes after its row's real tokens, so causality alone hides it from
             # every real query: the kernel's own causal mode (None here) is the same and faster.
@@ -211,8 +219,10 @@ class LeanDecoder:
         else:
             keys, values = k, v
         gqa = q.shape[1] != keys.shape[1]
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale,
-                                             enable_gqa=gqa)
+        # no mask: causal over a block of new tokens; a single new token sees every key (is_causal
+        # would align the mask top-left and show it only the first key)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None and T > 1,
+                                             scale=scale, enable_gqa=gqa)
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
 

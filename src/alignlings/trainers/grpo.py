@@ -225,20 +225,25 @@ class GRPOTrainer(BaseTrainer):
         group_std = total.view(-1, G).std(dim=1)
         lengths = all_gather_cat(batch["lengths"].float())
         truncated = all_gather_cat(batch["truncated"].float().to(self.device))
-        metrics = {
-            "reward": total.mean().item(),
-            "reward_std": total.std().item() if total.numel() > 1 else 0.0,
-            "frac_reward_zero_std": torch.isclose(group_std, torch.zeros_like(group_std)).float().mean().item(),
-            "completions/mean_length": lengths.mean().item(),
-            "completions/min_length": lengths.min().item(),
-            "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": truncated.mean().item(),
-        }
+        zero = torch.zeros((), dtype=torch.float64)
+        values = [  # 0-d tensors, read back together (one sync instead of one per metric)
+            total.mean(),
+            total.std() if total.numel() > 1 else zero,
+            torch.isclose(group_std, torch.zeros_like(group_std)).float().mean(),
+            lengths.mean(),
+            lengths.min(),
+            lengths.max(),
+            truncated.mean(),
+        ]
+        keys = ["reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "completions/min_length",
+                "completions/max_length", "completions/clipped_ratio"]
         for k, name in enumerate(self.reward_func_names):
             column = rewards_all[:, k]
-            metrics[f"rewards/{name}/mean"] = torch.nanmean(column).item()
             finite = column[~column.isnan()]
-            metrics[f"rewards/{name}/std"] = finite.std().item() if finite.numel() > 1 else 0.0
+            values += [torch.nanmean(column), finite.std() if finite.numel() > 1 else zero]
+            keys += [f"rewards/{name}/mean", f"rewards/{name}/std"]
+        # float64 holds each value exactly, as .item() would give it
+        metrics = dict(zip(keys, torch.stack([v.to(device="cpu", dtype=torch.float64) for v in values]).tolist()))
         return metrics
 
     # -- loss, step, log -----------------------------------------------------------------------------
