@@ -200,7 +200,8 @@ class BaseTrainer:
         if not fused_adamw_step(self.optimizer):  # the same kernels as optimizer.step(), where it applies
             self.optimizer.step()
         self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in params:  # zero_grad(set_to_none=True) over the optimiser's parameters, without its
+            p.grad = None  # profiler record and per-group loops (~40 us of a 4 ms step)
         return {"grad_norm": float(grad_norm), "learning_rate": lr}
 
     def count_tokens(self, attention_mask: torch.Tensor) -> dict[str, float]:
