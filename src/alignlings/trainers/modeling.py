@@ -371,31 +371,35 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
 
 def _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature, top_k, top_p,
                  eos_ids, pad_id, draw):
+    """The prefill and the token steps of ``sample_with_cache``: ids [B, steps]. Each step's tokens
+    stay a [B, 1] column (the next step's input as it is) and are joined once at the end."""
     B, P = prompt_ids.shape
     device = prompt_ids.device
     if decoder is not None:
-        logits, past = decoder.prefill(prompt_ids, positions)[:, -1].float(), None
+        logits, past = decoder.prefill(prompt_ids, positions)[:, -1], None
     else:
         logits, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
     next_pos = positions[:, -1:] + 1  # [B, 1]: left padding, so every row's last token is real
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
-    tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
-    unfinished = torch.ones(B, dtype=torch.bool, device=device)
-    steps = 0
+    finished = torch.zeros(B, 1, dtype=torch.bool, device=device)
+    columns = []
     for t in range(max_new_tokens):
+        if logits.dtype != torch.float32:
+            logits = logits.float()
         probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-        nxt = draw_tokens(probs, draw).masked_fill_(~unfinished, pad_id)
-        tokens[:, t] = nxt
-        steps = t + 1
+        nxt = draw_tokens(probs, draw)[:, None].masked_fill_(finished, pad_id)  # [B, 1]
+        columns.append(nxt)
         if eos.numel():
-            unfinished &= ~torch.isin(nxt, eos)
-            if not unfinished.any():
+            finished |= torch.isin(nxt, eos)
+            if finished.all():
                 break
         if t + 1 == max_new_tokens:
             break
         if decoder is not None:
-            logits = decoder.forward(nxt[:, None], next_pos)[:, -1].float()
+            logits = decoder.forward(nxt, next_pos)[:, -1]
         else:
-            logits, past = _cache_forward(model, nxt[:, None], mask[:, :P + t + 1], next_pos, past)
+            logits, past = _cache_forward(model, nxt, mask[:, :P + t + 1], next_pos, past)
         next_pos += 1
-    return tokens[:, :steps]
+    if not columns:
+        return torch.full((B, 0), pad_id, dtype=torch.long, device=device)
+    return torch.cat(columns, dim=1)
