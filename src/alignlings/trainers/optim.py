@@ -21,6 +21,8 @@ step counts and the returned norm are bitwise those of torch's own calls
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.optim import optimizer as optimizer_mod
 
@@ -61,9 +63,12 @@ def fused_adamw_step(optimizer: torch.optim.Optimizer) -> bool:
         params = [p for p in group["params"] if p.grad is not None]
         if not params:
             continue
-        states = [optimizer.state.get(p) for p in params]
-        if any(not s or "exp_avg" not in s for s in states):
-            return False  # the first step creates the state: torch's own step does that
+        states: list[dict[str, Any]] = []
+        for p in params:
+            state = optimizer.state.get(p)
+            if not state or "exp_avg" not in state:
+                return False  # the first step creates the state: torch's own step does that
+            states.append(state)
         if len({(p.device, p.dtype) for p in params}) > 1:
             return False
         work.append((group, params, states))
@@ -76,5 +81,5 @@ def fused_adamw_step(optimizer: torch.optim.Optimizer) -> bool:
             [], steps, amsgrad=False, lr=group["lr"], beta1=beta1, beta2=beta2,
             weight_decay=group["weight_decay"], eps=group["eps"], maximize=False, grad_scale=None, found_inf=None,
         )
-    optimizer._opt_called = True  # what the LR scheduler's wrapper of optimizer.step records
+    optimizer._opt_called = True  # type: ignore[attr-defined]  # what the LR scheduler's step wrapper records
     return True
