@@ -309,8 +309,9 @@ class GPT2Decoder(LeanDecoder):
         h = self.wte(input_ids) + self.wpe(positions)  # [B, T, E]
         for i, blk in enumerate(self.blocks):
             x = blk["ln_1"](h)
-            q, k, v = blk["c_attn"](x).split(blk["split"], dim=2)  # each [B, T, E]
-            q, k, v = (t.view(B, T, -1, blk["head_dim"]).transpose(1, 2) for t in (q, k, v))  # [B, H, T, D]
+            # [B, T, 3E] -> [3, B, H, T, D]: the same strided views as split + view + transpose, in
+            # three operators instead of seven (and three autograd nodes instead of seven)
+            q, k, v = blk["c_attn"](x).view(B, T, 3, -1, blk["head_dim"]).permute(2, 0, 3, 1, 4).unbind(0)
             h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"]))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
