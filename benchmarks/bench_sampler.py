@@ -5,8 +5,10 @@
 
 Sampling (GRPO's step 1): ``generate``, the KV-cache loop calling the model's ``forward``
 (``sample_with_cache(lean=False)``) and the loop through the lean decoder (``lean=True``), all
-from the same left-padded prompts and the same seed; the three must draw the same tokens (checked
-here, asserted in tests/test_trainers_sampler.py). Scoring (a DPO reference pass): the model's
+from the same left-padded prompts and the same seed, the loops drawing as ``generate`` does
+(``draw="multinomial"``): the three must draw the same tokens (checked here, asserted in
+tests/test_trainers_sampler.py). A fourth row times the lean loop with the trainer's default
+inverse-CDF draws (``draw="cdf"``: the same distribution, other tokens). Scoring (a DPO reference pass): the model's
 ``forward`` against ``decode.lean_logits`` on right-padded rows, under inference mode. Each timing
 is the median of ``--repeats`` interleaved rounds of ``--calls`` calls after a warm-up; the ratios
 are forward-path time over lean time. Tiny models measure the per-call overhead regime: the
@@ -75,9 +77,9 @@ def main() -> None:
         with torch.inference_mode():
             return model.generate(input_ids=ids, attention_mask=mask, generation_config=gen)[:, ids.shape[1]:]
 
-    def loop(lean: bool):
+    def loop(lean: bool, draw: str = "multinomial"):
         return lambda: sample_with_cache(model, ids, mask, max_new_tokens=n, eos_ids=eos, pad_id=tok.pad_token_id,
-                                         lean=lean)
+                                         lean=lean, draw=draw)
 
     draws = []
     for fn in (generate, loop(False), loop(True)):
@@ -103,7 +105,8 @@ def main() -> None:
     score_diff = (forward_score()[real] - lean_score()[real]).abs().max().item()
 
     cases = {"generate": generate, "cache loop, forward": loop(False), "cache loop, lean": loop(True),
-             "score, forward": forward_score, "score, lean": lean_score}
+             "cache loop, lean, cdf draws": loop(True, "cdf"), "score, forward": forward_score,
+             "score, lean": lean_score}
     for fn in cases.values():  # warm-up
         fn()
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -119,6 +122,8 @@ def main() -> None:
     for name in ("generate", "cache loop, forward"):
         print(f"| sample: {name} | {med[name]:.2f} | {med[name] / med['cache loop, lean']:.2f}x |")
     print(f"| sample: cache loop, lean | {med['cache loop, lean']:.2f} | - |")
+    print(f"| sample: cache loop, lean, inverse-CDF draws (the default) | {med['cache loop, lean, cdf draws']:.2f} | "
+          f"{med['cache loop, lean'] / med['cache loop, lean, cdf draws']:.2f}x faster than multinomial draws |")
     print(f"| score {2 * args.rows} rows: forward | {med['score, forward']:.2f} | "
           f"{med['score, forward'] / med['score, lean']:.2f}x |")
     print(f"| score {2 * args.rows} rows: lean | {med['score, lean']:.2f} | - |")

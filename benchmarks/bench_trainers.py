@@ -17,6 +17,10 @@ A fair comparison: the same model, data and settings for both libraries, and the
   prompt per step (4 at ``gpt2``), temperature 1, beta 0 (TRL's default), a cheap reward function;
   16 new tokens at ``tiny``, 64 (after a 64-token prompt) at the larger sizes, where the word
   vocabulary makes an early EOS rare, so both libraries generate nearly full-length completions.
+* Sampling: TRL 1.16 calls transformers' ``generate`` (``torch.multinomial``: one exponential per
+  vocabulary entry per token); ours, by default, its lean KV-cache loop drawing by inverse CDF (one
+  uniform per row: the same distribution, not the same tokens; ``generation_backend="cache_exact"``
+  draws as ``generate`` does).
 * Both on the CPU in float32 (TRL: ``use_cpu=True``, ``bf16=False``), AdamW, logging every 10 steps,
   no checkpoints, one torch thread each (``--threads``).
 * Activation checkpointing: TRL 1.16's configs default to ``gradient_checkpointing=True`` (recompute

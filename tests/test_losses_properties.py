@@ -339,3 +339,26 @@ def test_group_size_one_with_std_scaling_names_the_argument(P, value):
         alignlings.grpo_advantages([value], scale_rewards="batch")
     # without std scaling a single generation is allowed (its advantage is 0)
     assert (alignlings.grpo_advantages(rewards, scale_rewards="none") == 0).all()
+
+
+def test_grpo_metrics_on_policy_is_the_general_computation_with_old_equal_to_new():
+    """With no old log-probs (one iteration per batch) the clip fractions are 0 without computing
+    them: the same values the general path gives for old = new, NaN and -inf log-probs included,
+    at token and sequence level, with the KL still computed when a reference is given."""
+    from alignlings.losses.grpo import grpo_metrics
+
+    g = torch.Generator().manual_seed(0)
+    logps = -torch.rand(4, 6, generator=g) * 3
+    logps[0, 1], logps[1, 2] = float("nan"), float("-inf")
+    ref = logps.detach() - torch.rand(4, 6, generator=g) * 0.1
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    mask = (torch.rand(4, 6, generator=g) > 0.3).float()
+    for level in ("token", "sequence"):
+        for r in (None, ref):
+            fast = grpo_metrics(logps, None, r, advantages, mask, epsilon=0.2, importance_sampling_level=level)
+            general = grpo_metrics(logps, logps.clone(), r, advantages, mask, epsilon=0.2,
+                                   importance_sampling_level=level)
+            assert fast.keys() == general.keys()
+            for key in fast:
+                assert fast[key] == general[key] or (fast[key] != fast[key] and general[key] != general[key]), key
+            assert fast["clip_ratio/region_mean"] == 0.0

@@ -147,10 +147,14 @@ def _forward_logits(model, ids, mask):
         return model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits.float()
 
 
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @pytest.mark.parametrize("make, kind", FAMILIES + [(lora_llama, LlamaDecoder)], ids=FAMILY_IDS + ["lora-llama"])
-def test_prefill_and_steps_give_forwards_logits(make, kind):
+def test_prefill_and_steps_give_forwards_logits(make, kind, padded):
+    """Prompts of different lengths (left-padded: each step's keys masked) and of one length (no
+    padded key: the one-token steps attend every key without a mask)."""
     model = make()
-    ids, mask = left_pad_prompts(PROMPTS, PAD)
+    ids, mask = left_pad_prompts(PROMPTS if padded else [p[:1] + [5, 6, 7] for p in PROMPTS], PAD)
+    assert bool(mask.all()) != padded
     B, P = ids.shape
     torch.manual_seed(1)
     new = torch.randint(2, V, (B, NEW))  # the tokens fed one by one after the prompt

@@ -1,8 +1,11 @@
 """GRPO's lean KV-cache sampler against transformers' ``generate``, and the EOS ids GRPO stops at.
 
-``sample_with_cache`` must draw the very tokens ``generate`` draws from the same RNG state (same
-model, prompts and settings), on an absolute-position model (GPT-2) and a rotary one (Llama), with
-left-padded prompts of different lengths, temperature, top-k, top-p and several EOS ids.
+With ``draw="multinomial"`` (``generation_backend="cache_exact"``) ``sample_with_cache`` must draw
+the very tokens ``generate`` draws from the same RNG state (same model, prompts and settings), on an
+absolute-position model (GPT-2) and a rotary one (Llama), with left-padded prompts of different
+lengths, temperature, top-k, top-p and several EOS ids. With the default ``draw="cdf"`` (inverse
+transform sampling) it must draw from the same distribution: frequencies against the filtered
+softmax of the model's own logits, and never a token that top-k / top-p removed.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ pytest.importorskip("transformers")
 
 from alignlings.trainers import GRPOConfig, GRPOTrainer, toy  # noqa: E402
 from alignlings.trainers.data import left_pad_prompts  # noqa: E402
-from alignlings.trainers.modeling import eos_token_ids, sample_with_cache  # noqa: E402
+from alignlings.trainers.modeling import (  # noqa: E402
+    draw_tokens, eos_token_ids, filter_logits, sample_with_cache,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -55,7 +60,7 @@ def test_same_tokens_as_generate(make, temperature, top_k, top_p):
         expected = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, ids.shape[1]:]
         torch.manual_seed(seed)
         got = sample_with_cache(model, ids, mask, max_new_tokens=12, temperature=temperature, top_k=top_k,
-                                top_p=top_p, eos_ids=[EOS, EXTRA_EOS], pad_id=PAD)
+                                top_p=top_p, eos_ids=[EOS, EXTRA_EOS], pad_id=PAD, draw="multinomial")
         assert got.shape == expected.shape
         assert torch.equal(got, expected)
     assert not got.is_inference()  # usable in a later forward with gradient
@@ -106,14 +111,14 @@ def test_grpo_stops_at_the_generation_configs_extra_eos_ids(tmp_path):
 
 
 @pytest.mark.parametrize("top_k", [0, 7])
-def test_grpo_cache_and_generate_backends_draw_the_same_batch(tmp_path, top_k):
+def test_grpo_cache_exact_and_generate_backends_draw_the_same_batch(tmp_path, top_k):
     """Both backends draw the same completions. The model's vocabulary (128) is larger than
     transformers' default top-k of 50, and its logits are spread (temperature 3) so that tokens past
     the 50 likeliest get drawn: a ``generate`` that filled in top-k 50 for TRL's ``top_k=0`` differs."""
     tok = toy.make_tokenizer()
     rows = [{"prompt": p} for p in ("1+2=", "10+5=", "7+7=", "99+1=")]
     batches = []
-    for backend in ("cache", "generate"):
+    for backend in ("cache_exact", "generate"):
         args = GRPOConfig(output_dir=str(tmp_path / backend), per_device_train_batch_size=16, num_generations=8,
                           max_completion_length=8, max_steps=1, disable_tqdm=True, save_steps=0,
                           save_final_model=False, temperature=3.0, top_p=1.0, top_k=top_k, generation_backend=backend)
@@ -128,3 +133,80 @@ def test_grpo_cache_and_generate_backends_draw_the_same_batch(tmp_path, top_k):
         assert torch.equal(batches[0][key], batches[1][key]), key
     if top_k == 0:  # the draws reach the added rows: spread enough that a hidden top-k of 50 would show
         assert (batches[0]["completion_ids"] >= len(tok)).any()
+
+
+def _assert_frequencies(draws: torch.Tensor, probs: torch.Tensor) -> None:
+    """``draws`` [N] follow ``probs`` [V]: every count within 5 binomial standard deviations (+1) of
+    N p, and no draw where p is 0."""
+    N = draws.numel()
+    counts = torch.bincount(draws, minlength=probs.numel()).double()
+    expected = N * probs.double()
+    assert (counts[probs == 0] == 0).all(), "a token of probability 0 was drawn"
+    bound = 5 * (expected * (1 - probs.double())).sqrt() + 1
+    assert ((counts - expected).abs() <= bound).all(), (counts - expected).abs().max()
+
+
+def test_cdf_draws_follow_the_probabilities():
+    """One uniform per row, inverse CDF: the drawn tokens follow each row's probabilities (rows need
+    not sum to 1), zeros anywhere (first, last, runs in the middle) are never drawn."""
+    torch.manual_seed(0)
+    probs = torch.tensor([
+        [0.0, 0.5, 0.0, 0.0, 0.25, 0.25, 0.0],
+        [3.0, 0.0, 1.0, 0.0, 0.0, 0.0, 4.0],  # unnormalised
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    ])
+    N = 40_000
+    for row in probs:
+        draws = draw_tokens(row.expand(N, -1).contiguous())
+        _assert_frequencies(draws, row / row.sum())
+
+
+@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, 0, 1.0), (0.7, 5, 0.9), (1.3, 0, 0.8)])
+def test_cdf_sampler_draws_the_filtered_softmax(make, temperature, top_k, top_p):
+    """The default sampler's first and second tokens, drawn for many copies of one prompt, follow the
+    temperature / top-k / top-p softmax of the model's own logits (``forward``)."""
+    model = make()
+    N = 6000
+    prompt = torch.tensor([[5, 6, 7]])
+    ids, mask = prompt.expand(N, -1).contiguous(), torch.ones(N, 3, dtype=torch.long)
+    torch.manual_seed(1)
+    out = sample_with_cache(model, ids, mask, max_new_tokens=2, temperature=temperature, top_k=top_k, top_p=top_p,
+                            pad_id=PAD)
+    assert out.shape == (N, 2) and not out.is_inference()
+    with torch.no_grad():
+        first = model(input_ids=prompt).logits[0, -1].float()
+        probs = torch.softmax(filter_logits(first[None], temperature, top_k, top_p), -1)[0]
+        _assert_frequencies(out[:, 0], probs)
+        # the second token after the likeliest first one, from all rows that drew it
+        token = int(torch.bincount(out[:, 0]).argmax())
+        rows = out[:, 0] == token
+        second = model(input_ids=torch.cat([prompt, torch.tensor([[token]])], 1)).logits[0, -1].float()
+        probs = torch.softmax(filter_logits(second[None], temperature, top_k, top_p), -1)[0]
+        _assert_frequencies(out[rows, 1], probs)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_sampling_in_training_mode_is_eval_sampling_and_keeps_the_mode(dropout):
+    """A model in training mode samples as in eval mode (no dropout acts; with dropout 0 the lean
+    decoder runs without switching modes) and is left in training mode."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                       resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout))
+    ids, mask = left_pad_prompts(PROMPTS, PAD)
+    draws = []
+    for training in (True, False):
+        model.train(training)
+        torch.manual_seed(2)
+        draws.append(sample_with_cache(model, ids, mask, max_new_tokens=6, temperature=1.5, pad_id=PAD))
+        assert model.training == training
+        assert all(m.training == training for m in model.modules())
+    assert torch.equal(draws[0], draws[1])
+
+
+def test_unknown_draw_is_refused():
+    ids, mask = left_pad_prompts(PROMPTS, PAD)
+    with pytest.raises(ValueError, match="draw"):
+        sample_with_cache(gpt2(), ids, mask, max_new_tokens=2, draw="gumbel")

@@ -26,6 +26,10 @@ over chunks of rows, so that only one chunk of exponentials exists at a time:
   TRL's ``trl/kernels/chunked_logprob.py`` and Liger-Kernel's fused linear cross-entropy, written
   in plain torch ops so it runs anywhere.
 
+Small logits (at most ``_SMALL_ELEMENTS``, no ``chunk_size`` given) skip the chunking: one
+``log_softmax`` and a gather under autograd, the same forward values, where the chunked Function's
+fixed cost per call would outweigh the memory it saves.
+
 Notation: B batch, T sequence length, V vocabulary, H hidden size, N = B*T rows, K indices per row.
 """
 
@@ -44,6 +48,11 @@ from alignlings._validate import check_floating
 # one, large chunks win, since every pass over a chunk is an OpenMP fork/join that waits for a
 # descheduled thread. Measured with benchmarks/bench_logprobs.py; the memory stays 1-6% of the logits.
 _LOGITS_CHUNK_ELEMENTS = 2**23
+# From-logits path without a chunk size: logits of at most this many elements (256 KiB in float32: a
+# tiny model's batch, such as the trainer benchmark's 2 x 64 GPT-2 with 14 tokens) take one plain
+# log_softmax + gather, whose extra [N, V] buffers are small; the chunked Function's fixed Python cost
+# per call (~50 us forward, ~90 us backward) is then a tenth of a tiny DPO step.
+_SMALL_ELEMENTS = 2**16
 # Fused path: rows per chunk. The chunk's [rows, V] logits are the one large buffer (16 MB at
 # V = 32000) next to the BLAS library's own packing buffers (~10-30 MB, growing with rows); 128 rows
 # keep the matrix products efficient (each chunk streams the [V, H] weight once) and the peak under
@@ -522,6 +531,14 @@ def _sequence_logprobs(
             per_token = logps_kept.view(B, T_out)
         else:
             per_token = torch.zeros(B, T_out, dtype=out_dtype, device=source.device).index_put((keep,), logps_kept)
+    elif chunk_size is None and B * T * V <= _SMALL_ELEMENTS:
+        # small logits: one log_softmax and a gather under autograd (the same forward values as the
+        # chunked Function's float32 path; its per-call Python work would cost more than it saves)
+        z = source if source.dtype == out_dtype else source.to(out_dtype)
+        z = z if temperature == 1.0 else z / temperature
+        logp = torch.log_softmax(z, dim=-1)  # [B, T, V]
+        logps = (logp[:, :-1] if shift else logp).gather(-1, safe_labels.long().unsqueeze(-1)).squeeze(-1)
+        per_token = torch.where(keep, logps, torch.zeros((), dtype=logps.dtype, device=logps.device))
     else:
         rows = chunk_size or max(1, _LOGITS_CHUNK_ELEMENTS // max(V, 1))
         index = safe_labels.long().unsqueeze(-1)  # [B, T', 1]

@@ -311,11 +311,14 @@ def dpo_metrics(
         chosen_rewards, rejected_rewards = dpo_implicit_rewards(
             policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=beta
         )
-        return {
-            "rewards/chosen": chosen_rewards.mean().item(),
-            "rewards/rejected": rejected_rewards.mean().item(),
-            "rewards/margins": (chosen_rewards - rejected_rewards).mean().item(),
-            "rewards/accuracies": (chosen_rewards > rejected_rewards).float().mean().item(),
-            "logps/chosen": policy_chosen_logps.detach().mean().item(),
-            "logps/rejected": policy_rejected_logps.detach().mean().item(),
-        }
+        values = torch.stack([  # one read-back instead of six; float64 holds each value exactly
+            chosen_rewards.mean().double(),
+            rejected_rewards.mean().double(),
+            (chosen_rewards - rejected_rewards).mean().double(),
+            (chosen_rewards > rejected_rewards).float().mean().double(),
+            policy_chosen_logps.detach().mean().double(),
+            policy_rejected_logps.detach().mean().double(),
+        ]).tolist()
+        keys = ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen",
+                "logps/rejected")
+        return dict(zip(keys, values))

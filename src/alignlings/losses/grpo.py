@@ -286,17 +286,25 @@ def grpo_metrics(
     ``clip_ratio/low_mean`` (ratio < 1-eps_low with A < 0), ``clip_ratio/high_mean`` (ratio > 1+eps_high
     with A > 0) and ``clip_ratio/region_mean`` (either). At token level the clip fractions are over the
     masked tokens; at sequence level (one ratio per sequence) they are over the sequences, as TRL's."""
-    mask = torch.ones_like(logps) if mask is None else mask.to(logps.dtype)
-    old_logps = logps if old_logps is None else old_logps
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
+    mask = torch.ones_like(logps) if mask is None else mask.to(logps.dtype)
+
+    def masked_mean(x: torch.Tensor) -> float:  # over the completion tokens
+        return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
+
+    out = {"clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0}
+    if ref_logps is not None:
+        out["kl"] = masked_mean(kl_k3(ref_logps - logps))
+    if old_logps is None and epsilon >= 0 and epsilon_high >= 0:
+        # on-policy (one iteration per batch): the ratio is exp(0) = 1 exactly, never outside
+        # [1 - eps, 1 + eps_high], so every clip fraction is exactly 0 (NaN log-probs compare False too)
+        return out
+    old_logps = logps if old_logps is None else old_logps
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     log_ratio = logps - old_logps  # [B, T]
     if importance_sampling_level == "sequence":
         log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)  # [B, 1]
     ratio = torch.exp(log_ratio)
-
-    def masked_mean(x: torch.Tensor) -> float:  # over the completion tokens
-        return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
 
     def fraction(x: torch.Tensor) -> float:
         if importance_sampling_level == "sequence" and x.shape[1] == 1:  # one ratio per sequence
@@ -305,11 +313,7 @@ def grpo_metrics(
 
     low = ((ratio < 1 - epsilon) & (adv < 0)).to(mask.dtype)  # [B, T] or [B, 1]
     high = ((ratio > 1 + epsilon_high) & (adv > 0)).to(mask.dtype)
-    out = {
-        "clip_ratio/low_mean": fraction(low),
-        "clip_ratio/high_mean": fraction(high),
-        "clip_ratio/region_mean": fraction(torch.maximum(low, high)),
-    }
-    if ref_logps is not None:
-        out["kl"] = masked_mean(kl_k3(ref_logps - logps))
+    out["clip_ratio/low_mean"] = fraction(low)
+    out["clip_ratio/high_mean"] = fraction(high)
+    out["clip_ratio/region_mean"] = fraction(torch.maximum(low, high))
     return out

@@ -27,6 +27,7 @@ from alignlings.trainers.distributed import (
 )
 from alignlings.trainers.metrics import MetricsLog, Progress, plot_metrics
 from alignlings.trainers.modeling import disable_dropout
+from alignlings.trainers.optim import clip_grad_norm, fused_adamw_step
 
 
 class DataStream:
@@ -194,11 +195,13 @@ class BaseTrainer:
         """Clip, step, schedule, zero; returns ``grad_norm`` (before clipping) and ``learning_rate``."""
         params = self._trainable
         max_norm = self.args.max_grad_norm if self.args.max_grad_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        grad_norm = clip_grad_norm(params, max_norm)  # torch's clip_grad_norm_, bitwise, less Python
         lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        if not fused_adamw_step(self.optimizer):  # the same kernels as optimizer.step(), where it applies
+            self.optimizer.step()
         self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in params:  # zero_grad(set_to_none=True) over the optimiser's parameters, without its
+            p.grad = None  # profiler record and per-group loops (~40 us of a 4 ms step)
         return {"grad_norm": float(grad_norm), "learning_rate": lr}
 
     def count_tokens(self, attention_mask: torch.Tensor) -> dict[str, float]:

@@ -266,9 +266,12 @@ class GRPOConfig(TrainerConfig):
 
     generation_backend: str = "cache"
     """How completions are sampled (ours; TRL's choices are vLLM, paged or ``generate``): "cache"
-    (default), a lean KV-cache loop (``modeling.sample_with_cache``: same tokens as ``generate`` for the
-    same seed, without its per-step machinery; GPT-2 and Llama-layout models step through
-    ``decode.LeanDecoder``), or "generate" (transformers' ``generate``)."""
+    (default), a lean KV-cache loop (``modeling.sample_with_cache``; GPT-2 and Llama-layout models
+    step through ``decode.LeanDecoder``) drawing each token by inverse transform sampling (one uniform
+    per row: the same distribution as ``generate``'s multinomial, not the same tokens for a seed);
+    "cache_exact", the same loop drawing with ``torch.multinomial`` as ``generate`` does (the very
+    tokens ``generate`` draws for the same seed, slower: one exponential per vocabulary entry and
+    token); or "generate" (transformers' ``generate``)."""
 
     mask_truncated_completions: bool = False
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (default False)."""
@@ -306,7 +309,7 @@ class GRPOConfig(TrainerConfig):
         check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
         check_choice("loss_type", self.loss_type, GRPO_AGGREGATIONS)
         check_choice("importance_sampling_level", self.importance_sampling_level, ("token", "sequence"))
-        check_choice("generation_backend", self.generation_backend, ("cache", "generate"))
+        check_choice("generation_backend", self.generation_backend, ("cache", "cache_exact", "generate"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,11 +94,20 @@ def hidden_size(model: Any) -> int:
     return int(getattr(getattr(_base(model), "config", None), "hidden_size", 1) or 1)
 
 
+def may_share(B: int, width: int | None, hidden: int = 1) -> bool:
+    """False when sharing a prefix of ``width`` positions among B rows could not reach
+    ``SHARE_MIN_WORK`` even if all B rows held the same one; checked before looking for repeats
+    (``torch.unique`` over rows is a slow kernel, ~20-100 us on the benchmark's tiny batches)."""
+    return width is None or (B - 1) * width * hidden >= SHARE_MIN_WORK
+
+
 def distinct_rows(rows: torch.Tensor, width: int | None = None,
                   hidden: int = 1) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(first, inverse) for a [B, K] tensor with repeated rows: ``first`` [U] the index of each distinct
     row's first occurrence, ``inverse`` [B] which distinct row each row is; None when all B differ, or
     when ``(B - U) * width * hidden`` (the work sharing would skip) is under ``SHARE_MIN_WORK``."""
+    if not may_share(rows.shape[0], width, hidden):
+        return None  # even if all B rows were one, sharing would skip too little: no torch.unique
     distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
     B, U = rows.shape[0], distinct.shape[0]
     if U == B or (width is not None and (B - U) * width * hidden < SHARE_MIN_WORK):
@@ -142,8 +151,10 @@ class LeanDecoder:
         self._rows: torch.Tensor | None = None
         self._inverse: torch.Tensor | None = None
         self.hooked = False  # a module of the model has hooks: they see the batch forward would give
+        # no padded key at all (GRPO's G copies of one prompt): a one-token step attends every key
+        self.unpadded = bool(self.key_mask.all())
         # real tokens first, padding (if any) after them in every row, as in DPO's batches
-        self.right_padded = bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
+        self.right_padded = self.unpadded or bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
             p = next(model.parameters())
             autocast = torch.is_autocast_enabled(p.device.type)
@@ -164,13 +175,19 @@ class LeanDecoder:
 
         Each query also sees itself, so a padded query (whose output nobody reads) never has an
         all-masked row, which would give NaN and spread through the padded keys' values. None: plain
-        causal attention (``is_causal``), which is the same when every row is right-padded."""
+        causal attention (``is_causal``), which is the same when every row is right-padded; for a
+        one-token step, no mask at all (the new token comes after every key), the same when no key is
+        padded."""
         L = self.length + T
+        if T == 1 and window is None and self.unpadded:
+            return None
         key_mask = self.key_mask if self._rows is None else self.key_mask[self._rows]
         keys = key_mask[:, None, None, :L]  # [B, 1, 1, L]
         k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
         if T == 1:
-            return keys if window is None else keys & (k_index > L - 1 - window)
+            if window is None:
+                return None if self.unpadded else keys
+            return keys & (k_index > L - 1 - window)
         if self.length == 0 and self.right_padded and window is None:
             # Every padded key comes after its row's real tokens, so causality alone hides it from
             # every real query: the kernel's own causal mode (None here) is the same and faster.
@@ -202,8 +219,10 @@ class LeanDecoder:
         else:
             keys, values = k, v
         gqa = q.shape[1] != keys.shape[1]
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale,
-                                             enable_gqa=gqa)
+        # no mask: causal over a block of new tokens; a single new token sees every key (is_causal
+        # would align the mask top-left and show it only the first key)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None and T > 1,
+                                             scale=scale, enable_gqa=gqa)
         B, H, _, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D)
 
@@ -220,6 +239,8 @@ class LeanDecoder:
         if not self.cache or self.length or self.hooked:
             return self.forward(input_ids, positions)
         P = input_ids.shape[1]
+        if not may_share(input_ids.shape[0], P, hidden_size(self.model)):
+            return self.forward(input_ids, positions)
         shared = distinct_rows(torch.cat([input_ids, positions, self.key_mask[:, :P].long()], dim=1), P,
                                hidden_size(self.model))
         if shared is None:
@@ -288,8 +309,9 @@ class GPT2Decoder(LeanDecoder):
         h = self.wte(input_ids) + self.wpe(positions)  # [B, T, E]
         for i, blk in enumerate(self.blocks):
             x = blk["ln_1"](h)
-            q, k, v = blk["c_attn"](x).split(blk["split"], dim=2)  # each [B, T, E]
-            q, k, v = (t.view(B, T, -1, blk["head_dim"]).transpose(1, 2) for t in (q, k, v))  # [B, H, T, D]
+            # [B, T, 3E] -> [3, B, H, T, D]: the same strided views as split + view + transpose, in
+            # three operators instead of seven (and three autograd nodes instead of seven)
+            q, k, v = blk["c_attn"](x).view(B, T, 3, -1, blk["head_dim"]).permute(2, 0, 3, 1, 4).unbind(0)
             h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"]))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
@@ -455,9 +477,10 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
         shared = shared_prefix_logits(model, input_ids, attention_mask, logits_to_keep)
         if shared is not None:
             return shared
-    if select is not None and select.any():
+    B, T = input_ids.shape
+    if select is not None and may_share(B, T, hidden_size(model)) and select.any():
         # the selected positions all lie in the last K columns: a shared prefix may run once
-        K = input_ids.shape[1] - int(select.any(0).nonzero()[0])
+        K = T - int(select.any(0).nonzero()[0])
         shared = shared_prefix_logits(model, input_ids, attention_mask, K)
         if shared is not None:
             return shared[select[:, -K:]]  # [N, V], row-major as h[select]
@@ -483,7 +506,7 @@ def shared_prefix_logits(model: Any, input_ids: torch.Tensor, attention_mask: to
     each distinct prompt's gradient over its rows)."""
     B, T = input_ids.shape
     P = T - logits_to_keep + 1
-    if not 1 < P < T:
+    if not 1 < P < T or not may_share(B, P, hidden_size(model)):
         return None
     shared = distinct_rows(torch.cat([input_ids[:, :P], attention_mask[:, :P].long()], dim=1), P, hidden_size(model))
     if shared is None:

@@ -203,19 +203,17 @@ def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask
     ``completion_token_logprobs`` returns them); the first b of the 2b rows are the chosen ones."""
     scored = completion_mask[:, 1:].bool()  # [2b, T-1], position t predicts token t+1
     b = scored.shape[0] // 2
-    rows = torch.arange(scored.shape[0], device=scored.device)[:, None].expand_as(scored)[scored]  # [N]
-    chosen = (rows < b).float()
+    N = logits.shape[0]
+    n_chosen = int(scored[:b].sum())  # row-major: the first n_chosen scored positions are the chosen rows'
     z = logits.float()  # [N, V]
-    per_position = z.mean(-1)
     logp = torch.log_softmax(z, dim=-1)
-    entropy = -(logp.exp() * logp).sum(-1)  # [N]
-    is_top1 = (z.argmax(-1) == input_ids[:, 1:][scored]).float()
-    n_chosen = chosen.sum()
-    n_all = torch.full_like(n_chosen, float(chosen.numel()))
-    values = torch.stack([  # one tensor, read back once (one device sync instead of four)
-        (per_position * chosen).sum() / n_chosen.clamp(min=1),
-        (per_position * (1 - chosen)).sum() / (n_all - n_chosen).clamp(min=1),
-        entropy.sum() / n_all.clamp(min=1),
-        (is_top1 * chosen).sum() / n_chosen.clamp(min=1),
-    ]).tolist()
-    return dict(zip(("logits/chosen", "logits/rejected", "entropy", "mean_token_accuracy"), values))
+    per_position = torch.stack([  # [3, N]: mean logit, entropy, chosen token is the argmax
+        z.mean(-1),
+        -(logp.exp() * logp).sum(-1),
+        (z.argmax(-1) == input_ids[:, 1:][scored]).float(),
+    ])
+    chosen, rejected = per_position[:, :n_chosen].sum(-1), per_position[:, n_chosen:].sum(-1)  # [3] each
+    sums = torch.cat([chosen, rejected]).tolist()  # one read-back
+    c, r = max(n_chosen, 1), max(N - n_chosen, 1)
+    return {"logits/chosen": sums[0] / c, "logits/rejected": sums[3] / r,
+            "entropy": (sums[1] + sums[4]) / max(N, 1), "mean_token_accuracy": sums[2] / c}

@@ -4,8 +4,9 @@ Shao et al., "DeepSeekMath" (2024), with TRL 1.16's defaults (token-level "dapo"
 beta = 0). Every ``num_iterations`` optimiser steps the trainer draws a batch of prompts and:
 
     generate  samples G = ``num_generations`` completions per prompt from left-padded prompts with
-              a lean KV-cache loop (``modeling.sample_with_cache``; ``generation_backend="generate"``
-              uses transformers' ``generate``): temperature, top-p, top-k; the completion mask ends
+              a lean KV-cache loop (``modeling.sample_with_cache``, inverse-CDF draws;
+              ``generation_backend="cache_exact"`` draws as ``generate`` does, ``"generate"`` uses
+              transformers' ``generate``): temperature, top-p, top-k; the completion mask ends
               at the first EOS (the tokenizer's or one the model's generation config declares);
     score     calls each reward function ``f(prompts, completions, **columns) -> list[float]``,
               sums them with ``reward_weights`` and turns them into group-relative advantages
@@ -132,7 +133,7 @@ class GRPOTrainer(BaseTrainer):
             completion_ids = sample_with_cache(
                 self.model, prompt_ids, prompt_mask, max_new_tokens=args.max_completion_length,
                 temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, eos_ids=self.eos_ids,
-                pad_id=self.pad_id,
+                pad_id=self.pad_id, draw="multinomial" if args.generation_backend == "cache_exact" else "cdf",
             )
         until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids)
         completion_ids = completion_ids.masked_fill(until_eos == 0, self.pad_id)
@@ -224,20 +225,25 @@ class GRPOTrainer(BaseTrainer):
         group_std = total.view(-1, G).std(dim=1)
         lengths = all_gather_cat(batch["lengths"].float())
         truncated = all_gather_cat(batch["truncated"].float().to(self.device))
-        metrics = {
-            "reward": total.mean().item(),
-            "reward_std": total.std().item() if total.numel() > 1 else 0.0,
-            "frac_reward_zero_std": torch.isclose(group_std, torch.zeros_like(group_std)).float().mean().item(),
-            "completions/mean_length": lengths.mean().item(),
-            "completions/min_length": lengths.min().item(),
-            "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": truncated.mean().item(),
-        }
+        zero = torch.zeros((), dtype=torch.float64)
+        values = [  # 0-d tensors, read back together (one sync instead of one per metric)
+            total.mean(),
+            total.std() if total.numel() > 1 else zero,
+            torch.isclose(group_std, torch.zeros_like(group_std)).float().mean(),
+            lengths.mean(),
+            lengths.min(),
+            lengths.max(),
+            truncated.mean(),
+        ]
+        keys = ["reward", "reward_std", "frac_reward_zero_std", "completions/mean_length", "completions/min_length",
+                "completions/max_length", "completions/clipped_ratio"]
         for k, name in enumerate(self.reward_func_names):
             column = rewards_all[:, k]
-            metrics[f"rewards/{name}/mean"] = torch.nanmean(column).item()
             finite = column[~column.isnan()]
-            metrics[f"rewards/{name}/std"] = finite.std().item() if finite.numel() > 1 else 0.0
+            values += [torch.nanmean(column), finite.std() if finite.numel() > 1 else zero]
+            keys += [f"rewards/{name}/mean", f"rewards/{name}/std"]
+        # float64 holds each value exactly, as .item() would give it
+        metrics = dict(zip(keys, torch.stack([v.to(device="cpu", dtype=torch.float64) for v in values]).tolist()))
         return metrics
 
     # -- loss, step, log -----------------------------------------------------------------------------
