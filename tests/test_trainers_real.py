@@ -51,6 +51,12 @@ def ones(prompts, completions, **kw):
     return [float(c.count("1")) for c in completions]
 
 
+def varied(prompts, completions, **kw):
+    """A reward that differs between almost any two completions, so a group's advantages are not all
+    zero whatever tokens the sampler draws (``ones`` is 0 for every completion without a "1")."""
+    return [float(sum(map(ord, c)) % 7) for c in completions]
+
+
 # -- PEFT LoRA -------------------------------------------------------------------------------------
 
 
@@ -82,7 +88,7 @@ def test_dpo_lora_trains_adapters_and_uses_the_base_as_reference(tok, tmp_path):
 def test_grpo_lora_reference_is_the_base(tok, tmp_path):
     args = GRPOConfig(**common(tmp_path, learning_rate=1e-2, max_steps=2, per_device_train_batch_size=8,
                                num_generations=4, max_completion_length=3, beta=0.1, num_iterations=2))
-    trainer = GRPOTrainer(llama(tok), ones, args=args, train_dataset=PROMPTS, processing_class=tok,
+    trainer = GRPOTrainer(llama(tok), varied, args=args, train_dataset=PROMPTS, processing_class=tok,
                           peft_config=lora())
     assert trainer.ref_model is None and trainer.ref_is_base
     history = trainer.train()
@@ -179,7 +185,7 @@ def test_gradient_checkpointing_changes_memory_not_results(tok, tmp_path):
 def test_gradient_checkpointing_with_lora(tok, tmp_path):
     args = GRPOConfig(**common(tmp_path, learning_rate=1e-2, max_steps=1, per_device_train_batch_size=8,
                                num_generations=4, max_completion_length=3, gradient_checkpointing=True))
-    history = GRPOTrainer(llama(tok), ones, args=args, train_dataset=PROMPTS, processing_class=tok,
+    history = GRPOTrainer(llama(tok), varied, args=args, train_dataset=PROMPTS, processing_class=tok,
                           peft_config=lora()).train()
     assert history[0]["grad_norm"] > 0  # gradients reach the adapters through the checkpointed layers
 
