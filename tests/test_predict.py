@@ -546,3 +546,18 @@ def test_the_cli_and_the_web_app_share_one_record_of_predictions(pack, home, mon
     assert sources == {"cli", "web"}  # each interface closed a round
     store.close()
     web.state.ctx.store.close()
+
+
+def test_the_cli_shows_formulas_as_text_and_reflows_the_statement(tmp_path, monkeypatch):
+    """A predict item's statement, question, options and explanation carry LaTeX: the terminal shows
+    it as Unicode (KL's double bar included), never as ``$...$`` or backslashes."""
+    from typer.testing import CliRunner
+
+    from alignlings.cli.app import app
+
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path))
+    out = CliRunner().invoke(app, ["predict", "predict-k3-gradient"], input="B\n", catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert "KL(π_θ‖π_ref)" in out.output and "KL(π_refπ_θ)" not in out.output
+    assert "$" not in out.output and "\\pi" not in out.output and "\\mathbb" not in out.output
+    assert "∇k_3 = (1 - r)" in out.output  # the explanation, rendered

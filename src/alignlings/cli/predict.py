@@ -8,6 +8,7 @@ import typer
 
 from alignlings import i18n
 from alignlings.cli.common import LangOption, PackOption, console, load, resolve_lang, saved, session, usage
+from alignlings.cli.show import latex_to_text, markdown
 
 MSG = i18n.table("cli.predict")  # strings: locales/{en,zh}.toml [cli.predict]
 LETTERS = "ABCDEFGH"
@@ -42,12 +43,12 @@ def predict(
             solved = practice.summary().exercises
             ex = next((e for e in items if not solved[e.key].solved), items[0])
     out.print(f"[bold]{escape(ex.title[lang])}[/] [dim]({escape(ex.key)})[/]")
-    out.print(escape(ex.texts(lang).statement.strip()))
+    out.print(markdown(ex.texts(lang).statement.strip()))
     for number, ask in enumerate(practice.predict_questions(ex, lang=lang), start=1):
         last = LETTERS[len(ask.options) - 1]
-        out.print(f"\n[bold]{number}. {escape(ask.question)}[/]")
+        out.print(f"\n[bold]{number}. {escape(latex_to_text(ask.question))}[/]")
         for i, option in enumerate(ask.options):
-            out.print(f"  {LETTERS[i]}) {escape(option)}")
+            out.print(f"  {LETTERS[i]}) {escape(latex_to_text(option))}")
         while True:
             answer = typer.prompt(m("prompt", lang, last=last)).strip().upper()
             if len(answer) == 1 and answer in LETTERS[: len(ask.options)]:
@@ -70,16 +71,16 @@ def show(out, result, lang: str) -> None:
         out.print(f"[red]{escape(m('run_failed', lang, error=result.run_error))}[/]")
     else:
         out.print(f"\n[bold]{m('result', lang)}[/]{' [dim]' + m('cached', lang) + '[/]' if result.cached else ''}")
-        out.print(escape(result.result_text or ""))
+        out.print(escape(latex_to_text(result.result_text or "")))
         if result.chart:
             out.print(chart_table(result.chart, lang))
     out.print(f"\n[bold]{m('options', lang)}[/]")
     for i, option in enumerate(result.options):
         mark = "[green]✓[/]" if option.correct else ("[red]✗[/]" if i == result.choice else " ")
-        out.print(f"  {mark} {LETTERS[i]}) {escape(option.text)}")
-        out.print(f"       [dim]{escape(option.why)}[/]")
+        out.print(f"  {mark} {LETTERS[i]}) {escape(latex_to_text(option.text))}")
+        out.print(f"       [dim]{escape(latex_to_text(option.why))}[/]")
     out.print(f"\n[bold]{m('explanation', lang)}[/]")
-    out.print(escape(result.explanation.strip()))
+    out.print(markdown(result.explanation.strip()))
 
 
 def chart_table(chart: dict, lang: str):

@@ -138,9 +138,11 @@ def ask(out, shown, lang: str) -> tuple[Any, bool]:
 def _ask_quiz(out, shown, lang: str) -> int:
     from rich.markup import escape
 
-    out.print(escape(shown.question))
+    from alignlings.cli.show import latex_to_text
+
+    out.print(escape(latex_to_text(shown.question)))
     for i, option in enumerate(shown.options):
-        out.print(f"  {LETTERS[i]}) {escape(option)}")
+        out.print(f"  {LETTERS[i]}) {escape(latex_to_text(option))}")
     last = LETTERS[len(shown.options) - 1]
     while True:
         answer = typer.prompt(m("letter", lang, last=last)).strip().upper()
@@ -277,12 +279,13 @@ def _feedback(out, shown, result: dict, lang: str) -> None:
             mark = "[green]✓[/]" if option["correct"] else "[red]✗[/]"
             out.print(f"  {mark} {LETTERS[i]}) {escape(option['why'])}")
         if isinstance(shown, rv.PredictPrompt):  # the (cached) run's result, then why
-            out.print(escape(result["result_text"] or result.get("run_error") or ""))
-            if result.get("chart"):
-                from alignlings.cli.predict import chart_table
+            from alignlings.cli.predict import chart_table
+            from alignlings.cli.show import latex_to_text, markdown
 
+            out.print(escape(latex_to_text(result["result_text"] or result.get("run_error") or "")))
+            if result.get("chart"):
                 out.print(chart_table(result["chart"], lang))
-            out.print(escape(result["explanation"].strip()))
+            out.print(markdown(result["explanation"].strip()))
     elif isinstance(shown, rv.ClozePrompt):
         for i, r in enumerate(result["results"], start=1):
             mark = "[green]✓[/]" if r["correct"] else "[red]✗[/]"

@@ -34,6 +34,7 @@ def _latex_converter():
     macros = [MacroTextSpec(name, simplify_repl=_frac) for name in ("frac", "dfrac", "tfrac")]
     macros += [MacroTextSpec(name, simplify_repl=f"{name} ") for name in
                ("log", "exp", "min", "max", "ln", "sin", "cos", "tan", "arg", "det", "sup", "inf", "lim", "Pr")]
+    macros += [MacroTextSpec("|", simplify_repl="‖"), MacroTextSpec("Vert", simplify_repl="‖")]  # KL(p\|q)
     db.add_context_category("alignlings", macros=macros, prepend=True)
     return LatexNodes2Text(latex_context=db, math_mode="text", strict_latex_spaces=False)
 
@@ -101,6 +102,14 @@ def _markdown_safe(text: str) -> str:
         last = end
     out.append(text[last:])
     return "".join(out)
+
+
+def markdown(text: str):
+    """A Markdown text for the terminal: paragraphs reflowed, formulas as Unicode (``show``, ``predict``,
+    ``review``)."""
+    from rich.markdown import Markdown
+
+    return Markdown(_markdown_safe(text))
 
 
 LEVEL = i18n.texts("cli.show.level")  # strings: locales/{en,zh}.toml [cli.show]
