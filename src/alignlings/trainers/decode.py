@@ -16,7 +16,8 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
   filled prefix with a boolean mask built once (causal, and no padded key);
 * positions are the caller's (``cumsum(mask) - 1``, as ``generate`` numbers them);
 * in scoring passes GPT-2's ``gelu_new`` runs as torch's one-kernel tanh GELU (the same formula;
-  transformers ships it as ``GELUTanh``); the sampler keeps the model's own activation module.
+  transformers ships it as ``GELUTanh``), on the CPU in float32 as x * sigmoid(2z), torch's tanh
+  being unvectorised there (``_GeluTanh``); the sampler keeps the model's own activation module.
 
 Supported (``LEAN_MODELS``): GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout
 (rotary positions from the model's own ``rotary_emb``, grouped-query attention): ``LlamaForCausalLM``,
@@ -139,13 +140,13 @@ class _GeluTanh(torch.autograd.Function):
     Backward: d/dx = s + x s (1 - s) u', u' = K + 3 K a x^2, from the saved x and s."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
         out, _, s = _gelu_sigmoid(x)
         ctx.save_for_backward(x, s)
         return out
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         x, s = ctx.saved_tensors
         du = (x * x).mul_(3.0 * _GELU_K * _GELU_A).add_(_GELU_K)
         return (1.0 - s).mul_(x).mul_(du).add_(1.0).mul_(s).mul_(grad)
