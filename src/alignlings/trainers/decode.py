@@ -123,11 +123,13 @@ _GELU_K = 2.0 * math.sqrt(2.0 / math.pi)  # 0.5 * (1 + tanh(z)) = sigmoid(2z): g
 _GELU_A = 0.044715
 
 
-def _gelu_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(gelu_new(x), x * x, s): gelu_new written as x * sigmoid(x * (K + K a x^2)), K = 2 sqrt(2 / pi)."""
-    x2 = x * x
-    s = (x2 * (_GELU_K * _GELU_A)).add_(_GELU_K).mul_(x).sigmoid_()
-    return x * s, x2, s
+def _gelu_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(gelu_new(x), s): gelu_new written as x * sigmoid(x * (K + K a x^2)), K = 2 sqrt(2 / pi).
+
+    In place after the first kernel: two new tensors in all (a fresh CPU buffer of this size is
+    mapped from the kernel and its pages faulted in, which costs as much as the arithmetic)."""
+    s = torch.square(x).mul_(_GELU_K * _GELU_A).add_(_GELU_K).mul_(x).sigmoid_()
+    return x * s, s
 
 
 class _GeluTanh(torch.autograd.Function):
@@ -141,15 +143,15 @@ class _GeluTanh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        out, _, s = _gelu_sigmoid(x)
+        out, s = _gelu_sigmoid(x)
         ctx.save_for_backward(x, s)
         return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         x, s = ctx.saved_tensors
-        du = (x * x).mul_(3.0 * _GELU_K * _GELU_A).add_(_GELU_K)
-        return (1.0 - s).mul_(x).mul_(du).add_(1.0).mul_(s).mul_(grad)
+        t = torch.square(x).mul_(3.0 * _GELU_K * _GELU_A).add_(_GELU_K).mul_(x)  # x u'
+        return t.addcmul_(t, s, value=-1.0).add_(1.0).mul_(s).mul_(grad)  # s (1 + x u' (1 - s)) grad
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
