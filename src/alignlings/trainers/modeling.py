@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import torch
 
-from alignlings.logprobs import SequenceLogProbs, sequence_logprobs
+from alignlings.logprobs import _SMALL_ELEMENTS, SequenceLogProbs, sequence_logprobs
 from alignlings.trainers.checkpoint import set_seed
 from alignlings.trainers.decode import lean_decoder, lean_logits
 from alignlings.trainers.distributed import unwrap
@@ -193,7 +193,13 @@ def completion_token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, a
     select = torch.cat([scored, torch.zeros_like(scored[:, :1])], dim=1)  # [B, T]
     logits = lm_logits(model, input_ids, attention_mask, lean=lean, select=select)  # [N, V]
     labels = input_ids[:, 1:][scored]  # [N]
-    logps = sequence_logprobs(logits[None], labels[None], temperature=temperature).per_token[0]  # [N]
+    if temperature == 1.0 and logits.dtype in (torch.float32, torch.float64) and logits.numel() <= _SMALL_ELEMENTS:
+        # ``sequence_logprobs``' small-logits branch without its input checks and masking, which do
+        # nothing here (every one of the N positions is kept; the ids already went through the
+        # embedding): the same log_softmax and gather, so the same values and gradients
+        logps = torch.log_softmax(logits, dim=-1).gather(-1, labels[:, None]).squeeze(-1)  # [N]
+    else:
+        logps = sequence_logprobs(logits[None], labels[None], temperature=temperature).per_token[0]  # [N]
     per_token = torch.zeros(scored.shape, dtype=logps.dtype, device=logps.device).masked_scatter(scored, logps)
     mask = scored.to(completion_mask.dtype)
     return SequenceLogProbs(per_token=per_token, sum=per_token.sum(-1), mask=mask), logits
