@@ -16,8 +16,7 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
   filled prefix with a boolean mask built once (causal, and no padded key);
 * positions are the caller's (``cumsum(mask) - 1``, as ``generate`` numbers them);
 * in scoring passes GPT-2's ``gelu_new`` runs as torch's one-kernel tanh GELU (the same formula;
-  transformers ships it as ``GELUTanh``), on the CPU in float32 as x * sigmoid(2z), torch's tanh
-  being unvectorised there (``_GeluTanh``); the sampler keeps the model's own activation module.
+  transformers ships it as ``GELUTanh``); the sampler keeps the model's own activation module.
 
 Supported (``LEAN_MODELS``): GPT-2 (``GPT2LMHeadModel``: absolute positions) and the Llama layout
 (rotary positions from the model's own ``rotary_emb``, grouped-query attention): ``LlamaForCausalLM``,
@@ -37,7 +36,6 @@ through ``forward``). Logits and gradients equal ``forward``'s up to float round
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -119,47 +117,8 @@ def distinct_rows(rows: torch.Tensor, width: int | None = None,
     return first, inverse
 
 
-_GELU_K = 2.0 * math.sqrt(2.0 / math.pi)  # 0.5 * (1 + tanh(z)) = sigmoid(2z): gelu_new's tanh, doubled
-_GELU_A = 0.044715
-
-
-def _gelu_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(gelu_new(x), s): gelu_new written as x * sigmoid(x * (K + K a x^2)), K = 2 sqrt(2 / pi).
-
-    In place after the first kernel: two new tensors in all (a fresh CPU buffer of this size is
-    mapped from the kernel and its pages faulted in, which costs as much as the arithmetic)."""
-    s = torch.square(x).mul_(_GELU_K * _GELU_A).add_(_GELU_K).mul_(x).sigmoid_()
-    return x * s, s
-
-
-class _GeluTanh(torch.autograd.Function):
-    """GPT-2's ``gelu_new``, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), through the identity
-    0.5 (1 + tanh(z)) = sigmoid(2z). On the CPU torch's ``tanh`` (and its tanh-approximate GELU) is not
-    vectorised: at the benchmark's tiny model (16 x 10 x 256 activations) ``F.gelu(approximate="tanh")``
-    costs ~60 us forward and ~80 us backward, the sigmoid form ~27 and ~35 (a few vectorised kernels),
-    with the same values up to float rounding (3e-7 against float64, as torch's 2.4e-7).
-
-    Backward: d/dx = s + x s (1 - s) u', u' = K + 3 K a x^2, from the saved x and s."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        out, s = _gelu_sigmoid(x)
-        ctx.save_for_backward(x, s)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        x, s = ctx.saved_tensors
-        t = torch.square(x).mul_(3.0 * _GELU_K * _GELU_A).add_(_GELU_K).mul_(x)  # x u'
-        return t.addcmul_(t, s, value=-1.0).add_(1.0).mul_(s).mul_(grad)  # s (1 + x u' (1 - s)) grad
-
-
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
-    if x.device.type != "cpu" or x.dtype != torch.float32:
-        return F.gelu(x, approximate="tanh")  # one fused kernel on accelerators; bf16 keeps torch's rounding
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _GeluTanh.apply(x)
-    return _gelu_sigmoid(x)[0]
+    return F.gelu(x, approximate="tanh")
 
 
 def _base(model: Any) -> Any:
