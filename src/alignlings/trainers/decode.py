@@ -73,7 +73,9 @@ def _direct(module: Any) -> Any:
         return lambda x: F.layer_norm(x, shape, w, b, eps)
     if kind.__name__ == "Conv1D" and kind.__module__.startswith("transformers."):  # GPT-2's x @ W + b
         w, b, nf = module.weight, module.bias, module.nf
-        return lambda x: torch.addmm(b, x.reshape(-1, x.shape[-1]), w).view(*x.shape[:-1], nf)
+        # [N, in] rows (the GPT-2 decoder's flat layout) in one kernel; any other shape via [N, in]
+        return lambda x: torch.addmm(b, x, w) if x.dim() == 2 else \
+            torch.addmm(b, x.reshape(-1, x.shape[-1]), w).view(*x.shape[:-1], nf)
     if kind is torch.nn.Embedding and module.max_norm is None and not module.sparse and not module.scale_grad_by_freq:
         w, pad = module.weight, module.padding_idx  # padding_idx: that row gets no gradient
         return lambda x: F.embedding(x, w, pad)
@@ -204,8 +206,9 @@ class LeanDecoder:
         return [built[w] for w in windows]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-               scale: float) -> torch.Tensor:
-        """q [B, H, T, D], new k and v [B, H_kv, T, D] -> attention output [B, T, H * D]."""
+               scale: float, flat: bool = False) -> torch.Tensor:
+        """q [B, H, T, D], new k and v [B, H_kv, T, D] -> attention output [B, T, H * D] ([B * T, H * D]
+        with ``flat``)."""
         start, T = self.length, q.shape[2]
         if self._inverse is not None:  # a shared prefill: every row's cache from its distinct row's keys
             self.keys[layer][:, :, :T] = k[self._inverse]
@@ -224,7 +227,7 @@ class LeanDecoder:
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None and T > 1,
                                              scale=scale, enable_gqa=gqa)
         B, H, _, D = out.shape
-        return out.transpose(1, 2).reshape(B, T, H * D)
+        return out.transpose(1, 2).reshape(B * T, H * D) if flat else out.transpose(1, 2).reshape(B, T, H * D)
 
     def prefill(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """The first ``forward`` of a cached decoder over the prompts [B, P] -> last logits [B, 1, V],
@@ -279,43 +282,64 @@ class GPT2Decoder(LeanDecoder):
         super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer, cache)
         scoring = not cache if scoring is None else scoring
         tr = model.transformer
-        self.wte, self.wpe, self.ln_f = self.call(tr.wte), self.call(tr.wpe), self.call(tr.ln_f)
-        self.lm_head = self.call(model.lm_head)
+        self._bt: tuple[int, int] = (0, 0)  # the (B, T) of the pass under way
+        self.wte, self.wpe = self.call_flat(tr.wte), self.call_flat(tr.wpe)
+        self.ln_f, self.lm_head = self.call(tr.ln_f), self.call(model.lm_head)
         self.blocks = [self._block(block, fused_gelu=scoring) for block in tr.h]
+
+    def call_flat(self, module: Any) -> Any:
+        """``call(module)`` for the flat layout: the hidden state is [B * T, E] rows (a linear layer is
+        then one ``addmm``, with no reshape around it in forward or backward). A stock layer's function
+        takes the rows as they are; a module called as a module (hooks, a peft LoRA layer, another
+        class) gets them back as [B, T, ...], the shape ``forward`` gives it, and its output is
+        flattened again."""
+        fn = self.call(module)
+        if fn is not module:
+            return fn
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            out = module(x.view(*self._bt, *x.shape[1:]))
+            return out.reshape(-1, *out.shape[2:])
+        return run
 
     def _block(self, block: Any, fused_gelu: bool) -> dict:
         mlp = block.mlp
         if _hooked(mlp) or type(mlp).__name__ != "GPT2MLP":
-            mlp_fn = self.call(mlp)
+            mlp_fn = self.call_flat(mlp)
         else:  # c_fc, activation, c_proj (its dropout does nothing without training or with p = 0)
-            c_fc, act, c_proj = self.call(mlp.c_fc), mlp.act, self.call(mlp.c_proj)
+            c_fc, act, c_proj = self.call_flat(mlp.c_fc), mlp.act, self.call_flat(mlp.c_proj)
             if fused_gelu and type(act).__name__ == "NewGELUActivation" and not _hooked(act):
                 # GPT-2's "gelu_new" written out is six kernels; torch's tanh-approximate GELU is the same
                 # formula in one (transformers' own GELUTanh: "equivalent to NewGELU ... much faster", equal
                 # up to float rounding). Scoring passes only: the sampler keeps the model's activation.
                 act = _gelu_tanh
-            else:
-                self.called.append(act)
+            else:  # the model's own activation module; with hooks, seen in forward's shape
+                act = self.call_flat(act) if _hooked(act) else act
+                if act is mlp.act:
+                    self.called.append(act)
             mlp_fn = lambda x: c_proj(act(c_fc(x)))  # noqa: E731
         attn = block.attn
-        return {"ln_1": self.call(block.ln_1), "c_attn": self.call(attn.c_attn), "c_proj": self.call(attn.c_proj),
-                "ln_2": self.call(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
+        return {"ln_1": self.call_flat(block.ln_1), "c_attn": self.call_flat(attn.c_attn),
+                "c_proj": self.call_flat(attn.c_proj), "ln_2": self.call_flat(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
                 "scaling": attn.scaling}
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
                 select: torch.Tensor | None = None) -> torch.Tensor:
         B, T = input_ids.shape
+        self._bt = (B, T)
         mask = self.attention_mask(T)
-        h = self.wte(input_ids) + self.wpe(positions)  # [B, T, E]
+        # the hidden state as B * T rows, [BT, E]: every per-token layer takes it as it is
+        h = self.wte(input_ids.reshape(-1)) + self.wpe(positions.reshape(-1))  # [BT, E]
         for i, blk in enumerate(self.blocks):
             x = blk["ln_1"](h)
-            # [B, T, 3E] -> [3, B, H, T, D]: the same strided views as split + view + transpose, in
+            # [BT, 3E] -> [3, B, H, T, D]: the same strided views as split + view + transpose, in
             # three operators instead of seven (and three autograd nodes instead of seven)
             q, k, v = blk["c_attn"](x).view(B, T, 3, -1, blk["head_dim"]).permute(2, 0, 3, 1, 4).unbind(0)
-            h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"]))
+            h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"], flat=True))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
-        logits = self.lm_head(self.ln_f(self._kept(h, keep, select)))  # [B, K, V] or [N, V]
+        kept = h[select.reshape(-1)] if select is not None else self._kept(h.view(B, T, -1), keep)
+        logits = self.lm_head(self.ln_f(kept))  # [B, K, V] or [N, V]
         return logits
 
 
