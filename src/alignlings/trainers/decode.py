@@ -36,6 +36,7 @@ through ``forward``). Logits and gradients equal ``forward``'s up to float round
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -153,10 +154,6 @@ class LeanDecoder:
         self._rows: torch.Tensor | None = None
         self._inverse: torch.Tensor | None = None
         self.hooked = False  # a module of the model has hooks: they see the batch forward would give
-        # no padded key at all (GRPO's G copies of one prompt): a one-token step attends every key
-        self.unpadded = bool(self.key_mask.all())
-        # real tokens first, padding (if any) after them in every row, as in DPO's batches
-        self.right_padded = self.unpadded or bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
         if cache:
             p = next(model.parameters())
             autocast = torch.is_autocast_enabled(p.device.type)
@@ -164,6 +161,18 @@ class LeanDecoder:
             shape = (B, n_kv_heads, L, head_dim)
             self.keys = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
             self.values = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
+
+    @functools.cached_property
+    def unpadded(self) -> bool:
+        """No padded key at all (GRPO's G copies of one prompt): a one-token step attends every key."""
+        return bool(self.key_mask.all())
+
+    @functools.cached_property
+    def right_padded(self) -> bool:
+        """Real tokens first, padding (if any) after them in every row, as in DPO's batches. Worked out
+        from the mask when first needed; a caller that knows it (``lean_logits(right_padded=...)``)
+        sets it and saves the two checks."""
+        return self.unpadded or bool((self.key_mask[:, :-1] >= self.key_mask[:, 1:]).all())
 
     def call(self, module: Any) -> Any:
         """``_direct(module)``, remembered in ``called``."""
@@ -183,6 +192,10 @@ class LeanDecoder:
         L = self.length + T
         if T == 1 and window is None and self.unpadded:
             return None
+        if T > 1 and self.length == 0 and window is None and self.right_padded:
+            # Every padded key comes after its row's real tokens, so causality alone hides it from
+            # every real query: the kernel's own causal mode (None here) is the same and faster.
+            return None
         key_mask = self.key_mask if self._rows is None else self.key_mask[self._rows]
         keys = key_mask[:, None, None, :L]  # [B, 1, 1, L]
         k_index = torch.arange(L, device=keys.device)[None, :]  # [1, L]
@@ -190,10 +203,6 @@ class LeanDecoder:
             if window is None:
                 return None if self.unpadded else keys
             return keys & (k_index > L - 1 - window)
-        if self.length == 0 and self.right_padded and window is None:
-            # Every padded key comes after its row's real tokens, so causality alone hides it from
-            # every real query: the kernel's own causal mode (None here) is the same and faster.
-            return None
         q_index = torch.arange(self.length, L, device=keys.device)[:, None]  # [T, 1]
         causal = k_index <= q_index  # [T, L]
         if window is not None:
@@ -492,7 +501,8 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring
 
 
 def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                logits_to_keep: int = 0, select: torch.Tensor | None = None) -> torch.Tensor | None:
+                logits_to_keep: int = 0, select: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, right_padded: bool | None = None) -> torch.Tensor | None:
     """[B, T, V] logits (or the last ``logits_to_keep`` positions, or [N, V] at the positions where
     the boolean ``select`` [B, T] is set) of one full pass through a ``LeanDecoder`` (no KV cache;
     autograd works through it as through ``forward``); None where ``lean_decoder`` has no decoder
@@ -503,7 +513,11 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     prompt), that prefix runs once per distinct row (``shared_prefix_logits``).
 
     ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
-    own ``forward`` (``modeling.lm_logits`` takes care of that)."""
+    own ``forward`` (``modeling.lm_logits`` takes care of that).
+
+    ``position_ids`` and ``right_padded`` (whether every row's padding comes after its real tokens):
+    what a caller scoring one batch with two models (DPO's policy and reference) worked out once;
+    by default derived from ``attention_mask``."""
     if logits_to_keep and select is None:
         shared = shared_prefix_logits(model, input_ids, attention_mask, logits_to_keep)
         if shared is not None:
@@ -518,7 +532,9 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     decoder = lean_decoder(model, attention_mask, cache=False)
     if decoder is None:
         return None
-    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    if right_padded is not None:
+        decoder.right_padded = right_padded
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0) if position_ids is None else position_ids
     return decoder.forward(input_ids, positions, keep=logits_to_keep, select=select)
 
 

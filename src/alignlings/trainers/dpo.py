@@ -31,7 +31,9 @@ from alignlings.trainers.data import (
 )
 from alignlings.trainers import decode
 from alignlings.trainers.distributed import unwrap
-from alignlings.trainers.modeling import completion_token_logprobs, disable_dropout, is_peft_model, prepare_model
+from alignlings.trainers.modeling import (
+    completion_token_logprobs, disable_dropout, is_peft_model, prepare_model, scored_positions,
+)
 
 
 def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -111,31 +113,36 @@ class DPOTrainer(BaseTrainer):
         p_r, rejected = truncate(prompt, rejected, max_len, mode)
         return {"prompt_chosen": p_c, "chosen": chosen, "prompt_rejected": p_r, "rejected": rejected}
 
-    def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
+    def collate(self, indices: list[int]) -> dict:
         """[2b, T] rows: the b prompt+chosen rows, then the b prompt+rejected rows.
 
         Right-padded (``collate_sequences``); or, where the pairs' shared prompts are long enough for
         the lean pass to score each once for both rows (``decode.SHARE_MIN_WORK``), with the
-        prompts left-padded and the completions right-padded after them (``collate_aligned``)."""
+        prompts left-padded and the completions right-padded after them (``collate_aligned``).
+        ``positions``: where the completions are scored (``modeling.scored_positions``), worked out
+        once for the policy's pass and the reference's."""
         seqs = [self.sequences[i][0] for i in indices] + [self.sequences[i][1] for i in indices]
         starts = [len(self.rows[i]["prompt_chosen"]) for i in indices] + [len(self.rows[i]["prompt_rejected"]) for i in indices]
         shared = sum(len(self.rows[i]["prompt_chosen"]) for i in indices
                      if self.rows[i]["prompt_chosen"] == self.rows[i]["prompt_rejected"])
         collate = collate_aligned if shared * self.hidden >= decode.SHARE_MIN_WORK else collate_sequences
-        batch = collate(seqs, starts, self.pad_id)
-        return {k: v.to(self.device) for k, v in batch.items()}
+        batch = {k: v.to(self.device) for k, v in collate(seqs, starts, self.pad_id).items()}
+        batch["positions"] = scored_positions(batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
+                                              right_padded=True if collate is collate_sequences else None)
+        return batch
 
     # -- score ---------------------------------------------------------------------------------------
 
-    def sequence_logps(self, model, batch: dict[str, torch.Tensor], lean: bool = False):
+    def sequence_logps(self, model, batch: dict, lean: bool = False):
         """Summed completion log-probs [2b], completion lengths [2b] and the logits of the N scored
         positions [N, V] (those that predict a completion token, row-major, so the chosen rows' come
         first; the prompt's positions never reach the LM head: ``completion_token_logprobs``)."""
         logps, logits = completion_token_logprobs(model, batch["input_ids"], batch["attention_mask"],
-                                                  batch["completion_mask"], lean=lean)
+                                                  batch["completion_mask"], lean=lean,
+                                                  positions=batch.get("positions"))
         return logps.sum, logps.mask.sum(-1), logits
 
-    def reference_logps(self, batch: dict[str, torch.Tensor], indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def reference_logps(self, batch: dict, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference sums for chosen and rejected, each [b].
 
         Under ``torch.inference_mode`` (no autograd bookkeeping at all, cheaper than ``no_grad``) and

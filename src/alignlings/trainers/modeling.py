@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from functools import lru_cache
+from typing import NamedTuple
 
 import torch
 
@@ -124,7 +125,8 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-              logits_to_keep: int = 0, lean: bool = False, select: torch.Tensor | None = None) -> torch.Tensor:
+              logits_to_keep: int = 0, lean: bool = False, select: torch.Tensor | None = None,
+              positions: ScoredPositions | None = None) -> torch.Tensor:
     """[B, T, V] logits (or the last ``logits_to_keep`` positions) of a possibly DDP-wrapped causal LM.
 
     ``lean``: one pass through ``decode.LeanDecoder`` where the model has one (``decode.LEAN_MODELS``,
@@ -133,17 +135,22 @@ def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: t
     and by default, the model's ``forward``. Same logits and gradients up to float rounding.
 
     ``select`` (boolean [B, T]): only the logits of those positions, [N, V]; the lean pass puts only
-    them through the final norm and the LM head, ``forward`` computes all and picks them."""
+    them through the final norm and the LM head, ``forward`` computes all and picks them.
+
+    ``positions``: the batch's ``scored_positions``, when the caller worked them out already (its
+    position ids and padding side are then not derived again)."""
     inner = unwrap(model)
     if lean and (inner is model or not torch.is_grad_enabled()):
-        logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep, select)
+        logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep, select,
+                             position_ids=None if positions is None else positions.position_ids,
+                             right_padded=None if positions is None else positions.right_padded)
         if logits is not None:
             return logits
     # a PeftModel's forward takes **kwargs and passes them on: read the wrapped model's signature
     cls = type(inner.get_base_model()) if hasattr(inner, "get_base_model") else type(inner)
     kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
     if _accepts(cls, "position_ids"):
-        kwargs["position_ids"] = position_ids(attention_mask)
+        kwargs["position_ids"] = position_ids(attention_mask) if positions is None else positions.position_ids
     if logits_to_keep and _accepts(cls, "logits_to_keep"):
         kwargs["logits_to_keep"] = logits_to_keep
     logits = model(**kwargs).logits
@@ -178,9 +185,31 @@ def completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attenti
     return result, logits
 
 
+class ScoredPositions(NamedTuple):
+    """Where a batch's completion tokens are scored, worked out once per batch: DPO's policy pass and
+    its reference pass share it (``scored_positions``)."""
+
+    scored: torch.Tensor  # [B, T-1] bool: position t predicts completion token t + 1
+    select: torch.Tensor  # [B, T] bool: the same over all T positions (the last predicts nothing)
+    labels: torch.Tensor  # [N] the scored tokens, row-major
+    position_ids: torch.Tensor  # [B, T] 0, 1, ... over each row's real tokens
+    right_padded: bool | None  # every row's padding after its real tokens (None: not known)
+
+
+def scored_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor,
+                     right_padded: bool | None = None) -> ScoredPositions:
+    """The ``ScoredPositions`` of a [B, T] batch; ``right_padded`` as the collator knows it (None: let
+    the scoring pass check the mask)."""
+    scored = completion_mask[:, 1:].bool()  # [B, T-1]
+    select = torch.cat([scored, torch.zeros_like(scored[:, :1])], dim=1)  # [B, T]
+    return ScoredPositions(scored=scored, select=select, labels=input_ids[:, 1:][scored],
+                           position_ids=position_ids(attention_mask), right_padded=right_padded)
+
+
 def completion_token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                               completion_mask: torch.Tensor, *, temperature: float = 1.0,
-                              lean: bool = False) -> tuple[SequenceLogProbs, torch.Tensor]:
+                              lean: bool = False, positions: ScoredPositions | None = None,
+                              ) -> tuple[SequenceLogProbs, torch.Tensor]:
     """``completion_logprobs`` scoring only the completion: the same per-token log-probs [B, T - 1]
     (0 where the mask is 0), and the logits of the N scored positions only, [N, V], row-major.
 
@@ -188,11 +217,12 @@ def completion_token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, a
     log-softmax (on the lean path; ``forward`` computes every position's logits and picks them). In
     DPO rows of 96 prompt and 32 completion tokens that is a quarter of the positions, and with a
     vocabulary of 50k the LM head is a third of the model's FLOPs (TRL 1.16's fused LM head skips the
-    same positions)."""
-    scored = completion_mask[:, 1:].bool()  # [B, T-1]: position t predicts completion token t + 1
-    select = torch.cat([scored, torch.zeros_like(scored[:, :1])], dim=1)  # [B, T]
-    logits = lm_logits(model, input_ids, attention_mask, lean=lean, select=select)  # [N, V]
-    labels = input_ids[:, 1:][scored]  # [N]
+    same positions). ``positions``: the batch's ``scored_positions`` when already worked out."""
+    if positions is None:
+        positions = scored_positions(input_ids, attention_mask, completion_mask)
+    scored, labels = positions.scored, positions.labels
+    logits = lm_logits(model, input_ids, attention_mask, lean=lean, select=positions.select,
+                       positions=positions)  # [N, V]
     if temperature == 1.0 and logits.dtype in (torch.float32, torch.float64) and logits.numel() <= _SMALL_ELEMENTS:
         # ``sequence_logprobs``' small-logits branch without its input checks and masking, which do
         # nothing here (every one of the N positions is kept; the ids already went through the
