@@ -607,3 +607,93 @@ def test_a_listed_class_with_soft_capping_falls_back_to_forward():
     model = gemma()
     model.config.final_logit_softcapping = 30.0  # set on a listed class: the decoder would not apply it
     assert lean_decoder(model, torch.ones(2, 4, dtype=torch.long)) is None
+
+
+def _right_padded_rows():
+    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11], [11, 12, 13, 14]]
+    T = max(map(len, rows))
+    ids = torch.tensor([r + [PAD] * (T - len(r)) for r in rows])
+    return ids, (ids != PAD).long()
+
+
+def test_a_module_the_gpt2_decoder_calls_as_a_module_sees_forwards_shapes():
+    """GPT-2's lean pass keeps the hidden state as [B * T, E] rows; a layer it calls as a module (here
+    a projection with a hook) still gets [B, T, E] and gives [B, T, F], as in ``forward``."""
+    from alignlings.trainers.modeling import lm_logits
+
+    model = gpt2()
+    ids, mask = _right_padded_rows()
+    seen = []
+    handle = model.transformer.h[0].mlp.c_fc.register_forward_hook(
+        lambda m, i, o: seen.append((tuple(i[0].shape), tuple(o.shape))))
+    try:
+        expected = _forward_logits(model, ids, mask)
+        with torch.inference_mode():
+            assert lean_decoder(model, mask) is not None  # the hook keeps the lean path
+            got = lm_logits(model, ids, mask, lean=True).float()
+    finally:
+        handle.remove()
+    assert seen == [((3, 6, 32), (3, 6, 128))] * 2
+    torch.testing.assert_close(got[mask.bool()], expected[mask.bool()], atol=2e-5, rtol=1e-5)
+
+
+def test_repeated_passes_reuse_the_decoders_plan(monkeypatch):
+    """What a decoder makes of a model's modules is made once: later passes (any batch) reuse it."""
+    from alignlings.trainers import decode
+
+    model = gpt2()
+    made = []
+    init = decode.GPT2Decoder.__init__
+    monkeypatch.setattr(decode.GPT2Decoder, "__init__", lambda self, *a, **k: made.append(1) or init(self, *a, **k))
+    ids, mask = _right_padded_rows()
+    with torch.inference_mode():
+        first = decode.lean_logits(model, ids, mask)
+        again = decode.lean_logits(model, ids, mask)
+        decode.lean_logits(model, ids[:2, :4], mask[:2, :4])
+    assert made == [1]
+    assert torch.equal(first, again)
+
+
+@pytest.mark.parametrize("change", ["parameter", "module", "load-state-dict", "hook", "dropout"])
+def test_a_decoders_plan_follows_what_changes_in_the_model(change):
+    """A parameter or a module replaced, weights loaded with ``assign=True``, a hook registered or a
+    dropout switched on after a pass: the next lean pass computes what ``forward`` now computes (or
+    gives way to it), not what the model was when the plan was made."""
+    from transformers.pytorch_utils import Conv1D
+
+    from alignlings.trainers.modeling import lm_logits
+
+    model = gpt2()
+    ids, mask = _right_padded_rows()
+    real = mask.bool()
+    with torch.inference_mode():
+        before = lm_logits(model, ids, mask, lean=True).float()
+    torch.manual_seed(1)
+    c_fc = model.transformer.h[0].mlp.c_fc
+    handles = []
+    if change == "parameter":
+        c_fc.weight = torch.nn.Parameter(torch.randn_like(c_fc.weight))
+    elif change == "module":
+        replacement = Conv1D(c_fc.nf, c_fc.weight.shape[0])
+        torch.nn.init.normal_(replacement.weight, std=0.5)
+        model.transformer.h[0].mlp.c_fc = replacement
+    elif change == "load-state-dict":
+        model.load_state_dict({k: v + 0.2 * torch.randn_like(v) for k, v in model.state_dict().items()}, assign=True)
+    elif change == "hook":
+        handles.append(_layer(model).register_forward_hook(lambda m, i, o: _shift(o)))
+    else:
+        model.train()
+        model.transformer.h[0].mlp.dropout.p = 0.5
+    try:
+        model.eval() if change != "dropout" else None
+        if change == "dropout":
+            assert lean_decoder(model, mask) is None  # an active dropout: forward's randomness is its own
+            return
+        expected = _forward_logits(model, ids, mask)
+        with torch.inference_mode():
+            got = lm_logits(model, ids, mask, lean=True).float()
+    finally:
+        for h in handles:
+            h.remove()
+    assert (expected[real] - before[real]).abs().max() > 1e-2  # the change does change the model
+    torch.testing.assert_close(got[real], expected[real], atol=2e-5, rtol=1e-5)

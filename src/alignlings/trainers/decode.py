@@ -15,6 +15,11 @@ passes keyword arguments down four wrappers. ``LeanDecoder`` keeps the arithmeti
   ([B, H_kv, P + max_new_tokens, D] per layer), and ``scaled_dot_product_attention`` reads the
   filled prefix with a boolean mask built once (causal, and no padded key);
 * positions are the caller's (``cumsum(mask) - 1``, as ``generate`` numbers them);
+* GPT-2's hidden state runs as [B * T, E] rows (each projection one ``addmm``), and a module called
+  as a module still sees [B, T, ...];
+* what a decoder makes of the model's modules (its plan) is made once per model and reused while
+  the modules, and which of them have hooks, stay the same; parameters are read at each call, so a
+  replaced parameter is the one used (``lean_decoder``);
 * in scoring passes GPT-2's ``gelu_new`` runs as torch's one-kernel tanh GELU (the same formula;
   transformers ships it as ``GELUTanh``); the sampler keeps the model's own activation module.
 
@@ -37,6 +42,7 @@ through ``forward``). Logits and gradients equal ``forward``'s up to float round
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 import torch
@@ -66,20 +72,23 @@ def _direct(module: Any) -> Any:
     if _hooked(module) or _global_hooks():
         return module
     kind = type(module)
+    # the parameters are read from the module's own dict at each call: a decoder's plan outlives a
+    # pass (``lean_decoder``), and a parameter replaced in between (``module.weight = Parameter(...)``,
+    # ``load_state_dict(assign=True)``) must be the one used
+    p = module.__dict__["_parameters"]
     if kind is torch.nn.Linear:
-        w, b = module.weight, module.bias
-        return lambda x: F.linear(x, w, b)
+        return lambda x: F.linear(x, p["weight"], p["bias"])
     if kind is torch.nn.LayerNorm:
-        shape, w, b, eps = module.normalized_shape, module.weight, module.bias, module.eps
-        return lambda x: F.layer_norm(x, shape, w, b, eps)
+        shape, eps = module.normalized_shape, module.eps
+        return lambda x: F.layer_norm(x, shape, p["weight"], p["bias"], eps)
     if kind.__name__ == "Conv1D" and kind.__module__.startswith("transformers."):  # GPT-2's x @ W + b
-        w, b, nf = module.weight, module.bias, module.nf
+        nf = module.nf
         # [N, in] rows (the GPT-2 decoder's flat layout) in one kernel; any other shape via [N, in]
-        return lambda x: torch.addmm(b, x, w) if x.dim() == 2 else \
-            torch.addmm(b, x.reshape(-1, x.shape[-1]), w).view(*x.shape[:-1], nf)
+        return lambda x: torch.addmm(p["bias"], x, p["weight"]) if x.dim() == 2 else \
+            torch.addmm(p["bias"], x.reshape(-1, x.shape[-1]), p["weight"]).view(*x.shape[:-1], nf)
     if kind is torch.nn.Embedding and module.max_norm is None and not module.sparse and not module.scale_grad_by_freq:
-        w, pad = module.weight, module.padding_idx  # padding_idx: that row gets no gradient
-        return lambda x: F.embedding(x, w, pad)
+        pad = module.padding_idx  # padding_idx: that row gets no gradient
+        return lambda x: F.embedding(x, p["weight"], pad)
     return module
 
 
@@ -142,14 +151,24 @@ class LeanDecoder:
     refuses a model where one of those carries a hook.
     """
 
+    #: what a decoder sets for each pass (``start``); everything else it holds is its plan: the
+    #: model's layer functions and sizes, the same for every pass (``plan``, ``from_plan``)
+    PASS_STATE = frozenset({"model", "key_mask", "length", "cache", "_rows", "_inverse", "hooked", "keys",
+                            "values", "unpadded", "right_padded"})
+
     def __init__(self, model: Any, key_mask: torch.Tensor, n_kv_heads: int, head_dim: int,
                  n_layers: int, cache: bool = True) -> None:
+        self.dims = (n_kv_heads, head_dim, n_layers)
+        self.called: list[torch.nn.Module] = []
+        self.start(model, key_mask, cache)
+
+    def start(self, model: Any, key_mask: torch.Tensor, cache: bool) -> None:
+        """The state of one pass (or one cached sample): the key mask, and with ``cache`` the keys and
+        values preallocated for every position of ``key_mask``."""
         self.model = model
-        B, L = key_mask.shape
         self.key_mask = key_mask.bool()
         self.length = 0  # keys written so far
         self.cache = cache  # False: one pass over whole sequences, keys and values used as computed
-        self.called: list[torch.nn.Module] = []
         # during a shared prefill (``prefill``): the distinct rows computed, and each row's one of them
         self._rows: torch.Tensor | None = None
         self._inverse: torch.Tensor | None = None
@@ -158,9 +177,22 @@ class LeanDecoder:
             p = next(model.parameters())
             autocast = torch.is_autocast_enabled(p.device.type)
             dtype = torch.get_autocast_dtype(p.device.type) if autocast else p.dtype
-            shape = (B, n_kv_heads, L, head_dim)
+            n_kv_heads, head_dim, n_layers = self.dims
+            shape = (key_mask.shape[0], n_kv_heads, key_mask.shape[1], head_dim)
             self.keys = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
             self.values = [torch.empty(shape, dtype=dtype, device=p.device) for _ in range(n_layers)]
+
+    def plan(self) -> dict[str, Any]:
+        """What this decoder made of its model (layer functions, sizes, the modules it calls)."""
+        return {k: v for k, v in self.__dict__.items() if k not in self.PASS_STATE}
+
+    @classmethod
+    def from_plan(cls, plan: dict[str, Any], model: Any, key_mask: torch.Tensor, cache: bool) -> LeanDecoder:
+        """A decoder of ``cls`` for a new pass over the model ``plan`` was made from."""
+        decoder = cls.__new__(cls)
+        decoder.__dict__.update(plan)
+        decoder.start(model, key_mask, cache)
+        return decoder
 
     @functools.cached_property
     def unpadded(self) -> bool:
@@ -291,7 +323,7 @@ class GPT2Decoder(LeanDecoder):
         super().__init__(model, key_mask, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.n_layer, cache)
         scoring = not cache if scoring is None else scoring
         tr = model.transformer
-        self._bt: tuple[int, int] = (0, 0)  # the (B, T) of the pass under way
+        self._bt = [0, 0]  # the (B, T) of the pass under way (one list, shared by decoders of one plan)
         self.wte, self.wpe = self.call_flat(tr.wte), self.call_flat(tr.wpe)
         self.ln_f, self.lm_head = self.call(tr.ln_f), self.call(model.lm_head)
         self.blocks = [self._block(block, fused_gelu=scoring) for block in tr.h]
@@ -305,9 +337,10 @@ class GPT2Decoder(LeanDecoder):
         fn = self.call(module)
         if fn is not module:
             return fn
+        bt = self._bt
 
         def run(x: torch.Tensor) -> torch.Tensor:
-            out = module(x.view(*self._bt, *x.shape[1:]))
+            out = module(x.view(*bt, *x.shape[1:]))
             return out.reshape(-1, *out.shape[2:])
         return run
 
@@ -335,7 +368,7 @@ class GPT2Decoder(LeanDecoder):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
                 select: torch.Tensor | None = None) -> torch.Tensor:
         B, T = input_ids.shape
-        self._bt = (B, T)
+        self._bt[:] = B, T
         mask = self.attention_mask(T)
         # the hidden state as B * T rows, [BT, E]: every per-token layer takes it as it is
         h = self.wte(input_ids.reshape(-1)) + self.wpe(positions.reshape(-1))  # [BT, E]
@@ -432,19 +465,21 @@ LEAN_MODELS = {
 }
 
 
-def _scan(model: Any) -> tuple[bool, list[torch.nn.Module]]:
-    """(blocked, hooked): blocked when a training-mode forward of ``model`` would differ from ours (an
-    active dropout, or activation checkpointing, which lives in transformers' layer wrappers); hooked,
-    the modules with hooks of their own."""
+def _scan(model: Any) -> tuple[bool, list[torch.nn.Module], tuple[int, ...]]:
+    """(blocked, hooked, layout): blocked when a training-mode forward of ``model`` would differ from
+    ours (an active dropout, or activation checkpointing, which lives in transformers' layer
+    wrappers); hooked, the modules with hooks of their own; layout, the identities of all the modules
+    and of those with hooks (a decoder plan made for one layout serves only that layout)."""
     base = _base(model)
     blocked = bool(getattr(base, "training", False) and getattr(base.config, "attention_dropout", 0.0))
     hooked = []  # Llama's attention dropout above is a float in the config, not a module
     # every module under ``model``, walked through the plain ``_modules`` dicts: ``model.modules()``
     # builds a name for each and keeps a set of those seen, ~3x the cost, and this runs every pass
     # (a module reached twice is checked twice, which changes nothing)
-    stack = [model]
+    stack, ids = [model], []
     while stack:
         m = stack.pop()
+        ids.append(id(m))
         state = m.__dict__  # plain attribute reads: nn.Module.__getattr__ on a missing name is slow
         if state.get("gradient_checkpointing") or (state["training"] and isinstance(m, torch.nn.Dropout) and m.p > 0):
             blocked = True
@@ -452,7 +487,7 @@ def _scan(model: Any) -> tuple[bool, list[torch.nn.Module]]:
                 or state.get("_backward_pre_hooks"):
             hooked.append(m)
         stack.extend(state["_modules"].values())
-    return blocked, hooked
+    return blocked, hooked, (*ids, -1, *map(id, hooked))
 
 
 def _runs_every_hook(decoder: LeanDecoder, hooked: list[torch.nn.Module]) -> bool:
@@ -477,6 +512,12 @@ def _supported(base: Any, cfg: Any) -> bool:
     return True
 
 
+#: Each model's decoder plans (what ``LeanDecoder.__init__`` makes of its modules: ~60 us of
+#: attribute reads per pass on the tiny GPT-2, twice a DPO step), by (decoder class, scoring), each
+#: with the module layout it was made for; dropped with the model.
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring: bool | None = None) -> LeanDecoder | None:
     """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do.
 
@@ -492,12 +533,21 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring
         return None
     if _global_hooks():
         return None
-    blocked, hooked = _scan(model)
+    blocked, hooked, layout = _scan(model)
     if blocked:
         return None
-    decoder = kind(base, key_mask, cache, scoring)
+    scoring = not cache if scoring is None else scoring
+    plans = _PLANS.setdefault(model, {})
+    made = plans.get((kind, scoring))
+    if made is not None and made[0] == layout:
+        decoder = kind.from_plan(made[1], base, key_mask, cache)
+    else:
+        decoder = kind(base, key_mask, cache, scoring)
+        if not _runs_every_hook(decoder, hooked):
+            return None
+        plans[(kind, scoring)] = (layout, decoder.plan())
     decoder.hooked = bool(hooked)
-    return decoder if _runs_every_hook(decoder, hooked) else None
+    return decoder
 
 
 def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
