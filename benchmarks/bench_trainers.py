@@ -44,8 +44,10 @@ one prompt; a DPO pair's chosen and rejected rows) and the repeat is large enoug
 (``decode.SHARE_MIN_WORK``: the mid and GPT-2 sizes), ours runs it once, so its figure is the rate
 that would do the whole rows' work in its time, not what its kernels reach.
 
-Results: median over ``--repeats``, printed as tables and, for a full run (all sizes and cases),
-written to ``benchmarks/results/bench_trainers.{json,md}``. Timing goals live here, not in the tests.
+Ratios: the median of the per-run ratios (run r of ours against run r of the other library, which ran
+right after it), with their range; steps/s and memory: medians over ``--repeats``. Printed as tables
+and, for a full run (all sizes and cases), written to ``benchmarks/results/bench_trainers.{json,md}``.
+Timing goals live here, not in the tests.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ CASES = ("ours-grpo", "trl-grpo", "trl_default-grpo", "ours-dpo", "trl-dpo", "tr
 SIZES = {
     # n_layer, n_embd, n_head, vocabulary (None: the toy characters), steps, warmup, DPO pairs per step,
     # GRPO completions per step (= G), GRPO prompt words, new tokens
-    "tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab=None, steps=60, warmup=10, pairs=8, gens=8,
+    "tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab=None, steps=150, warmup=10, pairs=8, gens=8,
                  prompt=None, new=16),
     "mid": dict(n_layer=6, n_embd=256, n_head=8, vocab=8192, steps=10, warmup=2, pairs=8, gens=8,
                 prompt=64, new=64),
@@ -106,8 +108,10 @@ def _prepare(folder: Path, size: str) -> None:
         tok = toy.make_tokenizer()
         model = toy.make_model(tok, n_layer=s["n_layer"], n_embd=s["n_embd"], n_head=s["n_head"], n_positions=64, seed=0)
         train, _ = toy.addition_rows(0)
-        prompts = [{"prompt": r["prompt"], "answer": r["answer"]} for r in train[:512]]
-        pairs = [{"prompt": r["prompt"], "chosen": r["answer"], "rejected": str(int(r["answer"]) + 1)} for r in train[:512]]
+        # 2,048 rows: the measured steps stay inside the first epoch (256 DPO batches; 2,048 GRPO prompts),
+        # so no library's epoch change (a new sampler, TRL's dataloader re-created) is in the rate
+        prompts = [{"prompt": r["prompt"], "answer": r["answer"]} for r in train[:2048]]
+        pairs = [{"prompt": r["prompt"], "chosen": r["answer"], "rejected": str(int(r["answer"]) + 1)} for r in train[:2048]]
     else:
         tok = word_tokenizer(s["vocab"])
         config = GPT2Config(vocab_size=s["vocab"], n_positions=128, n_embd=s["n_embd"], n_layer=s["n_layer"],
@@ -370,8 +374,25 @@ def _measure(case: str, size: str, folder: Path, steps: int, warmup: int, thread
 PHASES = ("sampling", "rewards", "no-grad scoring", "backward", "optimizer", "rest")
 
 
-def tables(median: dict, rate: dict[str, float]) -> str:
-    """Markdown: speed and memory ratios per size and trainer, then FLOP/s and where the time goes."""
+def paired_ratios(runs: dict) -> dict:
+    """(size, case) -> the per-run ratios ours / that case (by wall and by CPU time): run r of each case
+    ran next to run r of ours (the cases are interleaved), so a slow spell of a shared machine hits
+    both sides of a ratio, where it would move one side of a ratio of medians."""
+    out = {}
+    for (size, case), theirs in runs.items():
+        ours = runs.get((size, "ours-" + case.split("-")[1]))
+        if ours is None or case.startswith("ours"):
+            continue
+        pairs = list(zip(ours, theirs))
+        out[(size, case)] = {key: [o[key] / t[key] for o, t in pairs] for key in ("steps_per_s", "cpu_steps_per_s")}
+    return out
+
+
+def tables(median: dict, rate: dict[str, float], paired: dict | None = None) -> str:
+    """Markdown: speed and memory ratios per size and trainer, then FLOP/s and where the time goes.
+
+    A ratio is the median of the per-run ratios (``paired_ratios``), with their range when there are
+    several runs; without per-run results (old records), the ratio of the medians."""
     speed = ["| size | trainer | ours steps/s | TRL steps/s (fair / default) | ratio, wall (fair / default) "
              "| ratio, CPU time (fair / default) | memory beyond imports: ours / TRL fair / TRL default "
              "| training memory: ours / TRL fair / TRL default |", "|---|---|---|---|---|---|---|---|"]
@@ -387,7 +408,17 @@ def tables(median: dict, rate: dict[str, float]) -> str:
                 return " / ".join(fmt.format(t[key]) if t else "-" for t in theirs)
 
             def ratio(key, theirs=(fair, default)):
-                return " / ".join(f"{ours[key] / t[key]:.2f}x" if t else "-" for t in theirs)
+                out = []
+                for lib, t in zip(("trl", "trl_default"), theirs):
+                    per_run = (paired or {}).get((size, f"{lib}-{kind}"), {}).get(key)
+                    if not t:
+                        out.append("-")
+                    elif per_run:
+                        spread = f" ({min(per_run):.2f}-{max(per_run):.2f})" if len(per_run) > 1 else ""
+                        out.append(f"{statistics.median(per_run):.2f}x{spread}")
+                    else:
+                        out.append(f"{ours[key] / t[key]:.2f}x")
+                return " / ".join(out)
 
             speed.append(
                 f"| {size} | {kind.upper()} | {ours['steps_per_s']:.2f} | {pair('steps_per_s', fmt='{:.2f}')} | "
@@ -406,7 +437,7 @@ def tables(median: dict, rate: dict[str, float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated subset of {','.join(SIZES)}")
-    parser.add_argument("--steps", type=int, help="optimiser steps per run (default per size: tiny 60, mid 10, gpt2 4)")
+    parser.add_argument("--steps", type=int, help="optimiser steps per run (default per size: tiny 150, mid 10, gpt2 4)")
     parser.add_argument("--warmup", type=int, help="first steps left out of the rate (default per size: 10, 2, 1)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per case; the median is reported (default 1)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
@@ -470,7 +501,7 @@ def main() -> None:
     for key, ms in runs.items():
         median[key] = {k: statistics.median(m[k] for m in ms) for k in numeric}
         median[key]["phases"] = {p: statistics.median(m["phases"][p] for m in ms) for p in PHASES}
-    table = tables(median, rate)
+    table = tables(median, rate, paired_ratios(runs))
     loads = [v for ms in runs.values() for m in ms for v in (m["load_before"], m["load_after"])]
     load = f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores"
     notes = (f"float32 matmul rate: {rate['cpu'] / 1e9:.1f} GFLOP/s per CPU second before the runs, "
@@ -515,7 +546,8 @@ def _rebuild_tables() -> None:
                     if m is not None:
                         m["flops_per_step"] = _flops_per_step(size, kind, data, tok, m["completion_len"])
     rate = recorded["meta"]["matmul_flops"][0]
-    table = tables(median, rate)
+    runs = {tuple(k.split("/")): v for k, v in recorded.get("runs", {}).items()}
+    table = tables(median, rate, paired_ratios(runs))
     md = (RESULTS / "bench_trainers.md").read_text()
     (RESULTS / "bench_trainers.md").write_text(table + md[md.index("\n\nfloat32 matmul rate"):])
     recorded["median"] = {f"{s}/{c}": v for (s, c), v in median.items()}
