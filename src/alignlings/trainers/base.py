@@ -204,9 +204,13 @@ class BaseTrainer:
             p.grad = None  # profiler record and per-group loops (~40 us of a 4 ms step)
         return {"grad_norm": float(grad_norm), "learning_rate": lr}
 
-    def count_tokens(self, attention_mask: torch.Tensor) -> dict[str, float]:
-        """Add a micro-batch's real tokens (summed over processes) to ``num_tokens``; TRL's metric."""
-        self.num_tokens += int(all_reduce_sum(attention_mask.sum().float()).item())
+    def count_tokens(self, attention_mask: torch.Tensor | int) -> dict[str, float]:
+        """Add a micro-batch's real tokens (summed over processes) to ``num_tokens``; TRL's metric.
+        ``attention_mask``: the batch's mask, or its count when the collator knows it already."""
+        count = attention_mask.sum() if isinstance(attention_mask, torch.Tensor) else attention_mask
+        if self.dist.world_size > 1:
+            count = all_reduce_sum(torch.as_tensor(count, dtype=torch.float, device=self.device))
+        self.num_tokens += int(count)
         return {"num_tokens": float(self.num_tokens)}
 
     def training_step(self, rows: list[int]) -> dict[str, float]:  # pragma: no cover - abstract

@@ -32,7 +32,7 @@ from alignlings.trainers.data import (
 from alignlings.trainers import decode
 from alignlings.trainers.distributed import unwrap
 from alignlings.trainers.modeling import (
-    completion_token_logprobs, disable_dropout, is_peft_model, prepare_model, scored_positions,
+    ScoredPositions, completion_token_logprobs, disable_dropout, is_peft_model, prepare_model, scored_positions,
 )
 
 
@@ -127,6 +127,7 @@ class DPOTrainer(BaseTrainer):
                      if self.rows[i]["prompt_chosen"] == self.rows[i]["prompt_rejected"])
         collate = collate_aligned if shared * self.hidden >= decode.SHARE_MIN_WORK else collate_sequences
         batch = {k: v.to(self.device) for k, v in collate(seqs, starts, self.pad_id).items()}
+        batch["num_tokens"] = sum(len(s) for s in seqs)  # the attention mask's count, without a tensor op
         batch["positions"] = scored_positions(batch["input_ids"], batch["attention_mask"], batch["completion_mask"],
                                               right_padded=True if collate is collate_sequences else None)
         return batch
@@ -188,27 +189,30 @@ class DPOTrainer(BaseTrainer):
                 chosen, rejected, ref_chosen, ref_rejected, beta=args.beta, loss_type=args.loss_type,
                 label_smoothing=args.label_smoothing, chosen_lengths=chosen_len, rejected_lengths=rejected_len,
             )
-            self.backward(loss / len(micro), i, len(micro))
+            self.backward(loss / len(micro) if len(micro) > 1 else loss, i, len(micro))
 
             logged.append({
                 "loss": loss.item(),
                 **dpo_metrics(chosen, rejected, ref_chosen, ref_rejected, beta=args.beta),
-                **token_metrics(logits, batch["input_ids"], batch["completion_mask"]),
+                **token_metrics(logits, batch["input_ids"], batch["completion_mask"], batch.get("positions")),
             })
-            num_tokens = self.count_tokens(batch["attention_mask"])
+            num_tokens = self.count_tokens(batch["num_tokens"])
         return {**_mean(logged), **num_tokens, **self.optimizer_step()}
 
 
 @torch.no_grad()
-def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask: torch.Tensor) -> dict[str, float]:
+def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask: torch.Tensor,
+                  positions: ScoredPositions | None = None) -> dict[str, float]:
     """TRL 1.16's per-token DPO metrics over completion positions (``_compute_loss`` in dpo_trainer.py):
     ``logits/chosen`` and ``logits/rejected`` (the mean logit), ``entropy`` (of the policy's next-token
     distribution, chosen and rejected tokens together) and ``mean_token_accuracy`` (how often the
     chosen completion's token is the policy's argmax).
 
     ``logits`` [N, V]: the scored positions only (where ``completion_mask[:, 1:]`` is 1, row-major, as
-    ``completion_token_logprobs`` returns them); the first b of the 2b rows are the chosen ones."""
-    scored = completion_mask[:, 1:].bool()  # [2b, T-1], position t predicts token t+1
+    ``completion_token_logprobs`` returns them); the first b of the 2b rows are the chosen ones.
+    ``positions``: the batch's ``scored_positions``, when worked out already."""
+    scored = completion_mask[:, 1:].bool() if positions is None else positions.scored  # [2b, T-1]: t predicts t+1
+    labels = input_ids[:, 1:][scored] if positions is None else positions.labels  # [N]
     b = scored.shape[0] // 2
     N = logits.shape[0]
     n_chosen = int(scored[:b].sum())  # row-major: the first n_chosen scored positions are the chosen rows'
@@ -217,7 +221,7 @@ def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask
     per_position = torch.stack([  # [3, N]: mean logit, entropy, chosen token is the argmax
         z.mean(-1),
         -(logp.exp() * logp).sum(-1),
-        (z.argmax(-1) == input_ids[:, 1:][scored]).float(),
+        (z.argmax(-1) == labels).float(),
     ])
     chosen, rejected = per_position[:, :n_chosen].sum(-1), per_position[:, n_chosen:].sum(-1)  # [3] each
     sums = torch.cat([chosen, rejected]).tolist()  # one read-back
