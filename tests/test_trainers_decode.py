@@ -603,6 +603,40 @@ def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradient
         torch.testing.assert_close(a, b, atol=3e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("make", [gpt2, qwen3, lora_llama], ids=["gpt2", "qwen3", "lora-llama"])
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "forward"])
+def test_completion_sums_give_the_full_passs_sums_logits_and_gradients(make, lean):
+    """``completion_sums`` (DPO's scoring: each row's sum accumulated from its scored positions, picked
+    by index) gives ``completion_logprobs``' sums, logits at the scored positions and gradients; the
+    batch's ``scored_positions`` hold each scored token, its row and each row's count."""
+    from alignlings.trainers.modeling import completion_logprobs, completion_sums, disable_dropout, scored_positions
+
+    model = make()
+    disable_dropout(model)
+    model.train()
+    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11, 12, PAD, PAD], [11, 12, 13, 14, 15, PAD]]
+    ids = torch.tensor(rows)
+    mask = (ids != PAD).long()
+    completion = mask.clone()
+    completion[:, :3] = 0
+    positions = scored_positions(ids, mask, completion, right_padded=True)
+    assert positions.labels.tolist() == [8, 9, 10, 12, 14, 15]
+    assert positions.rows.tolist() == [0, 0, 0, 1, 2, 2] and positions.lengths.tolist() == [3, 1, 2]
+    params = [p for p in model.parameters() if p.requires_grad]
+    weights = torch.tensor([1.0, -2.0, 0.5])
+    model.zero_grad()
+    full, full_logits = completion_logprobs(model, ids, mask, completion, lean=lean)
+    (full.sum * weights).sum().backward()
+    full_grads = [p.grad.clone() for p in params]
+    model.zero_grad()
+    sums, logits = completion_sums(model, ids, mask, positions, lean=lean)
+    (sums * weights).sum().backward()
+    torch.testing.assert_close(sums, full.sum, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(logits, full_logits[:, :-1][completion[:, 1:].bool()], atol=1e-5, rtol=1e-5)
+    for p, b in zip(params, full_grads):
+        torch.testing.assert_close(p.grad, b, atol=3e-6, rtol=1e-4)
+
+
 def test_a_listed_class_with_soft_capping_falls_back_to_forward():
     model = gemma()
     model.config.final_logit_softcapping = 30.0  # set on a listed class: the decoder would not apply it

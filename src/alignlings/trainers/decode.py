@@ -306,14 +306,15 @@ class LeanDecoder:
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
                 select: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids, positions [B, T] -> logits of the last ``keep`` positions (0: all) [B, K, V], or
-        with ``select`` (boolean [B, T]) the logits of the selected positions only [N, V]: the final
-        norm and the LM head act per position, so the others are never computed."""
+        with ``select`` (boolean [B, T], or those positions as indices [N] into the B * T flattened
+        ones) the logits of the selected positions only [N, V]: the final norm and the LM head act
+        per position, so the others are never computed."""
         raise NotImplementedError
 
     @staticmethod
     def _kept(h: torch.Tensor, keep: int, select: torch.Tensor | None = None) -> torch.Tensor:
-        if select is not None:
-            return h[select]  # [N, E]
+        if select is not None:  # [N, E]: a boolean [B, T] mask, or indices into the B * T positions
+            return h[select] if select.dtype == torch.bool else h.flatten(0, 1).index_select(0, select)
         return h[:, -keep:] if keep else h
 
 
@@ -380,7 +381,10 @@ class GPT2Decoder(LeanDecoder):
             h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"], flat=True))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
-        kept = h[select.reshape(-1)] if select is not None else self._kept(h.view(B, T, -1), keep)
+        if select is None:
+            kept = self._kept(h.view(B, T, -1), keep)
+        else:  # a boolean mask, or its positions as indices into the B * T rows
+            kept = h[select.reshape(-1)] if select.dtype == torch.bool else h.index_select(0, select)
         logits = self.lm_head(self.ln_f(kept))  # [B, K, V] or [N, V]
         return logits
 
@@ -552,7 +556,8 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring
 
 def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 logits_to_keep: int = 0, select: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, right_padded: bool | None = None) -> torch.Tensor | None:
+                position_ids: torch.Tensor | None = None, right_padded: bool | None = None,
+                select_index: torch.Tensor | None = None) -> torch.Tensor | None:
     """[B, T, V] logits (or the last ``logits_to_keep`` positions, or [N, V] at the positions where
     the boolean ``select`` [B, T] is set) of one full pass through a ``LeanDecoder`` (no KV cache;
     autograd works through it as through ``forward``); None where ``lean_decoder`` has no decoder
@@ -565,9 +570,10 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     ``model`` must be the bare model, not a DDP wrapper: DDP's gradient averaging is armed by its
     own ``forward`` (``modeling.lm_logits`` takes care of that).
 
-    ``position_ids`` and ``right_padded`` (whether every row's padding comes after its real tokens):
-    what a caller scoring one batch with two models (DPO's policy and reference) worked out once;
-    by default derived from ``attention_mask``."""
+    ``position_ids``, ``right_padded`` (whether every row's padding comes after its real tokens) and
+    ``select_index`` (``select``'s positions as indices into the B * T flattened ones): what a caller
+    scoring one batch with two models (DPO's policy and reference) worked out once; by default
+    derived from ``attention_mask`` and ``select``."""
     if logits_to_keep and select is None:
         shared = shared_prefix_logits(model, input_ids, attention_mask, logits_to_keep)
         if shared is not None:
@@ -585,6 +591,8 @@ def lean_logits(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
     if right_padded is not None:
         decoder.right_padded = right_padded
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0) if position_ids is None else position_ids
+    if select is not None and select_index is not None:
+        select = select_index
     return decoder.forward(input_ids, positions, keep=logits_to_keep, select=select)
 
 

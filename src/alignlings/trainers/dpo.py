@@ -32,7 +32,7 @@ from alignlings.trainers.data import (
 from alignlings.trainers import decode
 from alignlings.trainers.distributed import unwrap
 from alignlings.trainers.modeling import (
-    ScoredPositions, completion_token_logprobs, disable_dropout, is_peft_model, prepare_model, scored_positions,
+    ScoredPositions, completion_sums, disable_dropout, is_peft_model, prepare_model, scored_positions,
 )
 
 
@@ -137,11 +137,12 @@ class DPOTrainer(BaseTrainer):
     def sequence_logps(self, model, batch: dict, lean: bool = False):
         """Summed completion log-probs [2b], completion lengths [2b] and the logits of the N scored
         positions [N, V] (those that predict a completion token, row-major, so the chosen rows' come
-        first; the prompt's positions never reach the LM head: ``completion_token_logprobs``)."""
-        logps, logits = completion_token_logprobs(model, batch["input_ids"], batch["attention_mask"],
-                                                  batch["completion_mask"], lean=lean,
-                                                  positions=batch.get("positions"))
-        return logps.sum, logps.mask.sum(-1), logits
+        first; the prompt's positions never reach the LM head: ``modeling.completion_sums``)."""
+        positions = batch.get("positions")
+        if positions is None:
+            positions = scored_positions(batch["input_ids"], batch["attention_mask"], batch["completion_mask"])
+        sums, logits = completion_sums(model, batch["input_ids"], batch["attention_mask"], positions, lean=lean)
+        return sums, positions.lengths, logits
 
     def reference_logps(self, batch: dict, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Reference sums for chosen and rejected, each [b].
@@ -209,7 +210,7 @@ def token_metrics(logits: torch.Tensor, input_ids: torch.Tensor, completion_mask
     chosen completion's token is the policy's argmax).
 
     ``logits`` [N, V]: the scored positions only (where ``completion_mask[:, 1:]`` is 1, row-major, as
-    ``completion_token_logprobs`` returns them); the first b of the 2b rows are the chosen ones.
+    ``modeling.completion_sums`` returns them); the first b of the 2b rows are the chosen ones.
     ``positions``: the batch's ``scored_positions``, when worked out already."""
     scored = completion_mask[:, 1:].bool() if positions is None else positions.scored  # [2b, T-1]: t predicts t+1
     labels = input_ids[:, 1:][scored] if positions is None else positions.labels  # [N]

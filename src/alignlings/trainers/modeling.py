@@ -143,7 +143,8 @@ def lm_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: t
     if lean and (inner is model or not torch.is_grad_enabled()):
         logits = lean_logits(inner, input_ids, attention_mask, logits_to_keep, select,
                              position_ids=None if positions is None else positions.position_ids,
-                             right_padded=None if positions is None else positions.right_padded)
+                             right_padded=None if positions is None else positions.right_padded,
+                             select_index=None if positions is None else positions.index)
         if logits is not None:
             return logits
     # a PeftModel's forward takes **kwargs and passes them on: read the wrapped model's signature
@@ -191,6 +192,9 @@ class ScoredPositions(NamedTuple):
 
     scored: torch.Tensor  # [B, T-1] bool: position t predicts completion token t + 1
     select: torch.Tensor  # [B, T] bool: the same over all T positions (the last predicts nothing)
+    index: torch.Tensor  # [N] the selected positions as indices into the B * T flattened ones, row-major
+    rows: torch.Tensor  # [N] the row of each
+    lengths: torch.Tensor  # [B] scored tokens per row
     labels: torch.Tensor  # [N] the scored tokens, row-major
     position_ids: torch.Tensor  # [B, T] 0, 1, ... over each row's real tokens
     right_padded: bool | None  # every row's padding after its real tokens (None: not known)
@@ -202,7 +206,9 @@ def scored_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, comp
     the scoring pass check the mask)."""
     scored = completion_mask[:, 1:].bool()  # [B, T-1]
     select = torch.cat([scored, torch.zeros_like(scored[:, :1])], dim=1)  # [B, T]
-    return ScoredPositions(scored=scored, select=select, labels=input_ids[:, 1:][scored],
+    index = select.reshape(-1).nonzero().squeeze(1)  # [N]
+    return ScoredPositions(scored=scored, select=select, index=index, rows=index // select.shape[1],
+                           lengths=scored.sum(-1), labels=input_ids.reshape(-1)[index + 1],
                            position_ids=position_ids(attention_mask), right_padded=right_padded)
 
 
@@ -220,9 +226,30 @@ def completion_token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, a
     same positions). ``positions``: the batch's ``scored_positions`` when already worked out."""
     if positions is None:
         positions = scored_positions(input_ids, attention_mask, completion_mask)
-    scored, labels = positions.scored, positions.labels
+    logps, logits = _scored_logps(model, input_ids, attention_mask, positions, temperature, lean)
+    scored = positions.scored
+    per_token = torch.zeros(scored.shape, dtype=logps.dtype, device=logps.device).masked_scatter(scored, logps)
+    mask = scored.to(completion_mask.dtype)
+    return SequenceLogProbs(per_token=per_token, sum=per_token.sum(-1), mask=mask), logits
+
+
+def completion_sums(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    positions: ScoredPositions, *, temperature: float = 1.0,
+                    lean: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(summed completion log-probs [B], the logits of the N scored positions [N, V]): what DPO reads
+    of ``completion_token_logprobs``, without the per-token [B, T - 1] block (each row's sum is
+    accumulated from its scored positions directly; the same sum up to float rounding)."""
+    logps, logits = _scored_logps(model, input_ids, attention_mask, positions, temperature, lean)
+    sums = torch.zeros(input_ids.shape[0], dtype=logps.dtype, device=logps.device).index_add(0, positions.rows, logps)
+    return sums, logits
+
+
+def _scored_logps(model, input_ids, attention_mask, positions: ScoredPositions, temperature: float,
+                  lean: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p of each scored token [N] and the logits [N, V] they came from."""
     logits = lm_logits(model, input_ids, attention_mask, lean=lean, select=positions.select,
                        positions=positions)  # [N, V]
+    labels = positions.labels
     if temperature == 1.0 and logits.dtype in (torch.float32, torch.float64) and logits.numel() <= _SMALL_ELEMENTS:
         # ``sequence_logprobs``' small-logits branch without its input checks and masking, which do
         # nothing here (every one of the N positions is kept; the ids already went through the
@@ -230,9 +257,7 @@ def completion_token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, a
         logps = torch.log_softmax(logits, dim=-1).gather(-1, labels[:, None]).squeeze(-1)  # [N]
     else:
         logps = sequence_logprobs(logits[None], labels[None], temperature=temperature).per_token[0]  # [N]
-    per_token = torch.zeros(scored.shape, dtype=logps.dtype, device=logps.device).masked_scatter(scored, logps)
-    mask = scored.to(completion_mask.dtype)
-    return SequenceLogProbs(per_token=per_token, sum=per_token.sum(-1), mask=mask), logits
+    return logps, logits
 
 
 @torch.no_grad()
