@@ -569,13 +569,10 @@ def test_dpo_trainer_honours_a_hook_on_a_decoder_layer(tmp_path):
     torch.testing.assert_close(lean_sum, plain_sum, atol=1e-5, rtol=1e-6)
 
 
-@pytest.mark.parametrize("make", [gpt2, qwen3, lora_llama], ids=["gpt2", "qwen3", "lora-llama"])
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "forward"])
-def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradients(make, lean):
-    """``completion_token_logprobs`` puts only the positions that predict a completion token through the
-    LM head; its per-token log-probs, sums and gradients equal ``completion_logprobs``' (every position
-    scored, then masked), and its logits are the full pass's at those positions."""
-    from alignlings.trainers.modeling import completion_logprobs, completion_token_logprobs, disable_dropout
+def _completion_batch(make):
+    """A model in training mode (dropout off), three right-padded rows with a 3-token prompt each, their
+    attention and completion masks, and the trainable parameters."""
+    from alignlings.trainers.modeling import disable_dropout
 
     model = make()
     disable_dropout(model)
@@ -585,7 +582,18 @@ def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradient
     mask = (ids != PAD).long()
     completion = mask.clone()
     completion[:, :3] = 0  # a 3-token prompt in every row
-    params = [p for p in model.parameters() if p.requires_grad]
+    return model, ids, mask, completion, [p for p in model.parameters() if p.requires_grad]
+
+
+@pytest.mark.parametrize("make", [gpt2, qwen3, lora_llama], ids=["gpt2", "qwen3", "lora-llama"])
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "forward"])
+def test_scoring_only_the_completion_gives_the_full_passs_log_probs_and_gradients(make, lean):
+    """``completion_token_logprobs`` puts only the positions that predict a completion token through the
+    LM head; its per-token log-probs, sums and gradients equal ``completion_logprobs``' (every position
+    scored, then masked), and its logits are the full pass's at those positions."""
+    from alignlings.trainers.modeling import completion_logprobs, completion_token_logprobs
+
+    model, ids, mask, completion, params = _completion_batch(make)
     results = []
     for fn in (completion_logprobs, completion_token_logprobs):
         model.zero_grad()
@@ -609,20 +617,12 @@ def test_completion_sums_give_the_full_passs_sums_logits_and_gradients(make, lea
     """``completion_sums`` (DPO's scoring: each row's sum accumulated from its scored positions, picked
     by index) gives ``completion_logprobs``' sums, logits at the scored positions and gradients; the
     batch's ``scored_positions`` hold each scored token, its row and each row's count."""
-    from alignlings.trainers.modeling import completion_logprobs, completion_sums, disable_dropout, scored_positions
+    from alignlings.trainers.modeling import completion_logprobs, completion_sums, scored_positions
 
-    model = make()
-    disable_dropout(model)
-    model.train()
-    rows = [[5, 6, 7, 8, 9, 10], [9, 10, 11, 12, PAD, PAD], [11, 12, 13, 14, 15, PAD]]
-    ids = torch.tensor(rows)
-    mask = (ids != PAD).long()
-    completion = mask.clone()
-    completion[:, :3] = 0
+    model, ids, mask, completion, params = _completion_batch(make)
     positions = scored_positions(ids, mask, completion, right_padded=True)
     assert positions.labels.tolist() == [8, 9, 10, 12, 14, 15]
     assert positions.rows.tolist() == [0, 0, 0, 1, 2, 2] and positions.lengths.tolist() == [3, 1, 2]
-    params = [p for p in model.parameters() if p.requires_grad]
     weights = torch.tensor([1.0, -2.0, 0.5])
     model.zero_grad()
     full, full_logits = completion_logprobs(model, ids, mask, completion, lean=lean)
