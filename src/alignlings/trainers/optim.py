@@ -12,11 +12,12 @@ step counts and the returned norm are bitwise those of torch's own calls
   ``grad *= min(max_norm / (norm + 1e-6), 1)``; on the CPU the multiply is skipped when the factor
   is exactly 1 (x * 1.0 == x), which needs no device sync there.
 * ``fused_adamw_step``: per parameter group, ``torch._foreach_add_(steps, 1)`` and
-  ``torch._fused_adamw_``, as ``torch.optim.adam._fused_adam`` calls them. It handles only what the
-  trainers build (a fused ``AdamW``, float learning rates, no amsgrad / maximize / capturable /
-  differentiable, no step hooks, every parameter's state already created, all on one device) and
-  returns False otherwise, and the caller then uses ``optimizer.step()`` (so the first step, which
-  creates the state, always goes through torch).
+  ``torch._fused_adamw_``, as ``torch.optim.adam._fused_adam`` calls them (on the CPU the 1 is one
+  tensor, as torch's foreach Adam passes it: the same sums without wrapping it again for every step
+  count). It handles only what the trainers build (a fused ``AdamW``, float learning rates, no
+  amsgrad / maximize / capturable / differentiable, no step hooks, every parameter's state already
+  created, all on one device) and returns False otherwise, and the caller then uses
+  ``optimizer.step()`` (so the first step, which creates the state, always goes through torch).
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def fused_adamw_step(optimizer: torch.optim.Optimizer) -> bool:
         work.append((group, params, states))
     for group, params, states in work:
         steps = [s["step"] for s in states]
-        torch._foreach_add_(steps, 1)
+        if steps[0].is_cpu:  # a loop of adds on the CPU: 1 as one tensor, not wrapped again for each
+            torch._foreach_add_(steps, torch.ones((), dtype=steps[0].dtype), alpha=1.0)  # (torch's foreach Adam)
+        else:
+            torch._foreach_add_(steps, 1)
         beta1, beta2 = group["betas"]
         torch._fused_adamw_(
             params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
