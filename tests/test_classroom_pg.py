@@ -45,6 +45,9 @@ from test_classroom_plan import (  # noqa: E402, F401
     test_an_assignment_reports_who_finished_by_the_due_date,
 )
 
+# a class interview in the teacher's view (tests/test_interview.py), on PostgreSQL
+from test_interview import test_a_class_interview_in_the_teachers_view  # noqa: E402, F401
+
 
 @pytest.fixture()
 def db():

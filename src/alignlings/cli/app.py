@@ -25,6 +25,7 @@ COMMANDS: list[tuple[typer.Typer, str | None, str]] = [
     (app, None, "cloze:cloze"),
     (app, None, "export:export"),
     (app, None, "hint:hint"),
+    (app, None, "interview:interview"),
     (app, "list", "list:list_exercises"),
     (app, None, "predict:predict"),
     (app, None, "progress:progress"),

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from alignlings.practice.interview import InterviewMixin
 from alignlings.practice.pack import Exercise, Pack, PackError, QuizQuestion
 from alignlings.practice.service import STORE_ERRORS, quiz_round_verdict, record_safely
 from alignlings.practice.verdict import Verdict
@@ -308,7 +309,7 @@ def blank_hints(ex: Exercise, lang: str) -> list[list[str]]:
 
 # -- the session -----------------------------------------------------------------------------------
 
-class Practice:
+class Practice(InterviewMixin):
     """One learner's practice in one loaded course.
 
     ``store``: the learner's progress store (a ``ProgressStore`` or a view ``for_learner``);
@@ -406,6 +407,7 @@ class Practice:
     def hint(self, ex: Exercise, blank: int | None = None, *, lang: str = "en") -> Hint:
         """The next hint: the exercise's own (a nudge first, the formula last), or with ``blank`` the
         next one about that blank. Past the last, the last again (nothing recorded)."""
+        self._refuse_during_interview(lang)
         if blank is None:
             hints = list(ex.texts(lang).hints)
             if not hints:
@@ -447,6 +449,7 @@ class Practice:
     # -- the solution --------------------------------------------------------------------------------
     def reveal(self, ex: Exercise, *, lang: str = "en") -> Reveal:
         """The reference solution, each blank's fill and the explanation; recorded as revealed."""
+        self._refuse_during_interview(lang)
         from alignlings.practice.grader import solution_for
 
         if not ex.kind_spec.graded_as_file:
@@ -512,6 +515,7 @@ class Practice:
     def quiz_answer(self, ex: Exercise, q: QuizQuestion, choice: int, *, lang: str = "en") -> QuizAnswer:
         """Record an answer; every option explained; the last question closes the round (recorded as
         one attempt)."""
+        self._refuse_during_interview(lang)
         correct, latest, right, score, recorded = self._record_choice(ex, ex.quiz, q, choice, f"an answer to {q.id}")
         options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
         progress = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": len(ex.quiz)}
@@ -579,6 +583,13 @@ class Practice:
         if reason:
             raise Locked(reason)
 
+    def _refuse_during_interview(self, lang: str) -> None:
+        """While a mock interview runs: no hints, solutions, cloze drills, quiz or predict answers
+        or review answers outside it (each would show what an interview item asks)."""
+        reason = self.interview_refusal(lang)
+        if reason:
+            raise Locked(reason)
+
     # -- predict items -------------------------------------------------------------------------------
     def predict_exercises(self) -> list[Exercise]:
         return [ex for ex in self.course if ex.kind_spec.name == "predict"]
@@ -614,6 +625,7 @@ class Practice:
         still shown and ``recorded`` is False), and only then is anything of the answer or the run
         computed. The item counts as solved under the quiz's rule: its last question closes a round,
         recorded as one attempt that passes when every question's latest prediction is right."""
+        self._refuse_during_interview(lang)
         from alignlings.practice.kinds.predict import measured
 
         q = self._predict_question(ex, question_id)
@@ -642,6 +654,7 @@ class Practice:
     def cloze_open(self, ex: Exercise, *, lang: str = "en") -> bool:
         """Open the drill: the solution counts as seen when it was not yet; True when it now is.
         Refused (``Locked``) on a track locked for this learner, like a check or a hint."""
+        self._refuse_during_interview(lang)
         self._refuse_if_locked(ex, lang)
         if not self.cloze_reveals(ex):
             return False
@@ -671,6 +684,7 @@ class Practice:
                     lang: str = "en") -> ClozeChecked:
         """Grade answers for the masked positions (a different token that behaves the same is run in
         the sandbox and accepted), then record the round (a store failure never hides the verdict)."""
+        self._refuse_during_interview(lang)
         from alignlings.practice import cloze as cz
 
         self._refuse_if_locked(ex, lang)
@@ -732,6 +746,7 @@ class Practice:
     def review_answer(self, pack_id: str, key: str, answer: Any, *, seconds: float | None = None,
                       hinted: bool = False, lang: str = "en") -> ReviewAnswer:
         """Grade one review answer (code in the sandbox), rate it and schedule the item."""
+        self._refuse_during_interview(lang)
         from alignlings.practice import review as rv
 
         engine = self.review()

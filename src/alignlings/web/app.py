@@ -139,6 +139,9 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     for module in (home, exercises, quiz, cloze, toy_grpo, progress):
         app.include_router(module.router)
     app.include_router(review.router)
+    from alignlings.web import interview as interview_pages  # the mock interview (issue 32 §2)
+
+    app.include_router(interview_pages.router)
     app.state.templates.env.globals["review_due"] = review.due_count  # the nav's count of due reviews
     from alignlings.web import predict as predict_pages  # predict items (issue 21 §5)
 
@@ -158,6 +161,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     app.include_router(figure_pages.router)
     app.state.templates.env.globals["figures_for"] = figure_pages.for_page  # {% for f in figures_for(id, lang) %}
     if classroom:
+        from alignlings.web import classroom_interview  # class interviews (issue 32 §2)
         from alignlings.web import classroom as class_pages
 
         from alignlings.web.guard import RateLimiter
@@ -171,6 +175,7 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         app.state.templates.env.globals["class_strings"] = class_pages._s
         app.state.templates.env.globals["class_lock"] = class_pages.lock_reason_for
         app.include_router(class_pages.router)
+        app.include_router(classroom_interview.router)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

@@ -531,6 +531,7 @@ def teacher_page(request: Request):
                        chosen_pack=pack_id or "", chosen_track=track or "", query=("?" + query) if query else "",
                        plan_tracks=track_rows(context, lang),
                        assignments=[assignment_report(context, a["id"]) for a in context.store.assignments()],
+                       class_interviews=context.store.class_interviews(),
                        all_exercises=[{"key": ex.key, "title": ex.title.get(lang) or ex.title.get("en") or ex.id}
                                       for ex in context.pack],
                        client={"lang": lang, "t": ui(lang), "s": s})

@@ -444,6 +444,35 @@ class ProgressStore:
             raise ValueError(f"assignment: no assignment {assignment!r}")
         self._write(lambda db: db.execute("DELETE FROM assignments WHERE id = ?", (assignment,)))
 
+    # -- class interviews (practice.interview) ------------------------------------------------------
+    def add_class_interview(self, row: dict) -> dict:
+        """Keep a class interview (``id``, ``title``, ``seed``, ``minutes``, ``track``, ``items``,
+        ``level``, ``due``); the caller (``practice.interview``) validates it."""
+        row = {**row, "due": _utc_iso(row["due"], "due"), "created_at": utcnow()}
+        self._write(lambda db: db.execute(
+            "INSERT INTO class_info (key, value, updated_at) VALUES (?, ?, ?)",
+            (f"interview/{row['id']}", json.dumps(row), row["created_at"])))
+        return row
+
+    def class_interviews(self) -> list[dict]:
+        """The class interviews, soonest due first."""
+        rows = [json.loads(r["value"]) for r in self._read(
+            "SELECT value FROM class_info WHERE key LIKE 'interview/%' ORDER BY key")]
+        return sorted(rows, key=lambda r: (r["due"], r["created_at"], r["id"]))
+
+    def remove_class_interview(self, interview: str) -> None:
+        """Forget a class interview (what the learners did stays in their history)."""
+        if not any(r["id"] == interview for r in self.class_interviews()):
+            raise ValueError(f"interview: no class interview {interview!r}")
+        self._write(lambda db: db.execute("DELETE FROM class_info WHERE key = ?", (f"interview/{interview}",)))
+
+    def settings_of_everyone(self, prefix: str) -> list[tuple[str, Any]]:
+        """(learner, value) of every learner's settings whose key starts with ``prefix`` (the teacher's
+        view of the learners' interviews)."""
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return [(r["learner"], json.loads(r["value"])) for r in self._read(
+            "SELECT learner, value FROM settings WHERE key LIKE ? ESCAPE '\\' ORDER BY learner, key", (like,))]
+
     def __exit__(self, *exc):
         self.close()
 

@@ -70,4 +70,18 @@
     });
     if (res.ok) window.location.reload(); else planFail(res);
   });
+  document.querySelectorAll("button.interview-remove").forEach((button) => button.addEventListener("click", async () => {
+    const res = await api("POST", `/api/teacher/interviews/${encodeURIComponent(button.dataset.interview)}/remove`);
+    if (res.ok) window.location.reload(); else planFail(res);
+  }));
+  const ivForm = document.getElementById("class-interview-form");
+  if (ivForm) ivForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const due = new Date(ivForm.elements.due.value);  // the teacher's local time, sent as UTC
+    const body = { title: ivForm.elements.title.value, minutes: Number(ivForm.elements.minutes.value || 45),
+                   due: Number.isNaN(due.getTime()) ? ivForm.elements.due.value : due.toISOString() };
+    if (ivForm.elements.seed.value !== "") body.seed = Number(ivForm.elements.seed.value);
+    const res = await api("POST", "/api/teacher/interviews", body);
+    if (res.ok) window.location.reload(); else planFail(res);
+  });
 })();
