@@ -137,8 +137,12 @@ def _print_report(out, rep: dict, lang: str) -> None:
     for r in rep["items"]:
         if r["answered"] and not r["correct"]:
             out.print(f"\n[bold]{r['index'] + 1}.[/] " + escape(r["title"]))
-            out.print(markdown(r["feedback"]))
-            if r["misconceptions"]:
+            if r["file"]:  # the grader's lines, as they are
+                for line in r["feedback"].splitlines():
+                    out.print("  " + escape(line))
+            else:
+                out.print(markdown(r["feedback"]))
+            if r["misconceptions"] and r["file"]:
                 out.print(_m("misconceptions", lang, names=", ".join(r["misconceptions"])))
     if rep["review_next"]:
         out.print("\n" + _m("review_next", lang, items=", ".join(rep["review_next"])))

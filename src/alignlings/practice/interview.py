@@ -217,7 +217,7 @@ def report(state: dict, course: Pack, lang: str) -> dict:
         answer = state["answers"].get(str(i))
         rows.append({
             "index": i, "slot": item["slot"], "exercise": item["exercise"], "question": item["question"],
-            "level": item["level"], "title": item_title(item, ex, lang),
+            "level": item["level"], "title": item_title(item, ex, lang), "file": not item["question"],
             "answered": answer is not None, "correct": bool(answer and answer.get("correct")),
             "feedback": (answer or {}).get("feedback", {}).get(lang) or (answer or {}).get("feedback", {}).get("en", ""),
             "misconceptions": list((answer or {}).get("misconceptions", [])),
@@ -495,8 +495,8 @@ def _verdict_summary(verdict: dict, lang: str) -> str:
 def _label(case: dict, lang: str) -> str:
     """A case's label in ``lang`` (labels are per language, or one string), else its name."""
     label = case.get("label")
-    if isinstance(label, dict):
-        label = label.get(lang) or label.get("en") or next(iter(label.values()), None)
+    if isinstance(label, dict):  # the case's name per language; its ``name`` is the English one
+        label = label.get(lang) or (None if lang == "en" else label.get("en"))
     return str(label or case.get("name", ""))
 
 

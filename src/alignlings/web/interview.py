@@ -81,7 +81,8 @@ def _html(view_item: dict) -> dict:
 
 def _report_html(rep: dict) -> dict:
     rep = dict(rep)
-    rep["items"] = [{**r, "feedback_html": render.markdown(r["feedback"] or ""),
+    rep["items"] = [{**r, "feedback_html": "" if r["file"] else render.markdown(r["feedback"] or ""),
+                     "feedback_lines": (r["feedback"] or "").splitlines() if r["file"] else [],
                      "title_html": render.inline_markdown(r["title"])} for r in rep["items"]]
     return rep
 
