@@ -17,11 +17,11 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
+from serving import served  # noqa: E402  (tests/serving.py)
+from test_predict_browser import axe_problems, browser  # noqa: E402, F401  (Chromium; axe's serious violations)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
-SERIOUS = ("serious", "critical")
 TEXTS = {"en": {"start": "Start the interview", "chosen": "Your choice is recorded.", "finish": "Finish and see the report",
                 "report": "Report", "fails": "cases fail"},
          "zh": {"start": "开始面试", "chosen": "你的选择已记录。", "finish": "结束并查看报告", "report": "报告",
@@ -34,28 +34,13 @@ def server(tmp_path_factory):
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def axe_problems(pg) -> list[str]:
-    from axe_playwright_python.sync_playwright import Axe
-
-    result = Axe().run(pg)
-    return [f"{v['id']} ({v['impact']}): {v['help']}" for v in result.response["violations"] if v["impact"] in SERIOUS]
-
-
 def fits(pg, width: int) -> None:
     assert pg.evaluate("document.documentElement.scrollWidth") <= width, "the page is wider than the window"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["1280", "390"])
-def test_an_interview_from_start_to_report(browser, server, lang, size):
+def test_an_interview_from_start_to_report(browser, server, lang, size):  # noqa: F811 - the fixture
     context = browser.new_context(viewport={"width": size[0], "height": size[1]}, base_url=server)
     pg = context.new_page()
     errors: list[str] = []
