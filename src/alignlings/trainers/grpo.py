@@ -135,7 +135,8 @@ class GRPOTrainer(BaseTrainer):
                 temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, eos_ids=self.eos_ids,
                 pad_id=self.pad_id, draw="multinomial" if args.generation_backend == "cache_exact" else "cdf",
             )
-        until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids)
+        # truncated: TRL's rule, the last kept token is neither an EOS nor the pad id
+        until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids, self.pad_id)
         completion_ids = completion_ids.masked_fill(until_eos == 0, self.pad_id)
         completion_mask = until_eos
         if self.args.mask_truncated_completions:  # still scored, but left out of the loss
