@@ -64,3 +64,86 @@ def test_grpo_does_not_call_a_completion_ending_in_the_pad_token_truncated(tmp_p
     assert batch["truncated"].tolist() == expected
     assert not batch["truncated"][:4].any()
     assert (batch["completion_mask"][:4, -C:] == 1).all()  # kept in the loss, as TRL keeps them
+
+
+# -- the decoder plan reads what forward reads, at each pass -------------------------------------------
+
+
+def _decode_models():
+    import test_trainers_decode as d  # the decoder tests' tiny GPT-2 and Llama
+
+    return d
+
+
+def _lean_and_forward(model, ids, mask):
+    from alignlings.trainers.modeling import lm_logits, position_ids
+
+    with torch.inference_mode():
+        lean = lm_logits(model, ids, mask, lean=True).float()
+        full = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits.float()
+    return lean, full
+
+
+@pytest.mark.parametrize("what", ["eps", "scaling"])
+def test_gpt2_values_changed_after_the_first_pass_act_on_the_lean_path(what):
+    """A GPT-2's LayerNorm ``eps`` (or its attention ``scaling``) changed after the decoder's plan was
+    made: the next lean pass, scoring and sampling, gives what ``forward`` now gives."""
+    from alignlings.trainers.decode import lean_decoder
+    from alignlings.trainers.modeling import position_ids
+
+    d = _decode_models()
+    model = d.gpt2()
+    ids, mask = d._right_padded_rows()
+    real = mask.bool()
+    before, _ = _lean_and_forward(model, ids, mask)  # the plan is made here
+    for m in model.modules():
+        if what == "eps" and isinstance(m, torch.nn.LayerNorm):
+            m.eps = 5.0
+        if what == "scaling" and type(m).__name__ == "GPT2Attention":
+            m.scaling = 50.0
+    lean, full = _lean_and_forward(model, ids, mask)
+    assert (full[real] - before[real]).abs().max() > 5e-3  # the change does change the model
+    torch.testing.assert_close(lean[real], full[real], atol=2e-5, rtol=1e-5)
+    # the sampler's cached decoder (left-padded prompts, a prefill and a token step)
+    prompts, pmask = d.left_pad_prompts(d.PROMPTS, d.PAD)
+    key_mask = torch.cat([pmask, torch.ones(pmask.shape[0], 1, dtype=pmask.dtype)], 1)
+    nxt = torch.full((pmask.shape[0], 1), 7)
+    with torch.inference_mode():
+        decoder = lean_decoder(model, key_mask)
+        pos = position_ids(pmask)
+        first = decoder.prefill(prompts, pos)[:, -1].float()
+        second = decoder.forward(nxt, pos[:, -1:] + 1)[:, -1].float()
+        whole = torch.cat([prompts, nxt], 1)
+        expected = model(input_ids=whole, attention_mask=key_mask, position_ids=position_ids(key_mask)).logits.float()
+    torch.testing.assert_close(first, expected[:, -2], atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(second, expected[:, -1], atol=2e-5, rtol=1e-5)
+
+
+def test_llama_attention_dropout_set_on_the_modules_sends_training_passes_through_forward():
+    """Llama's attention reads ``self.attention_dropout`` (a float on the module), which may be set
+    while the config still says 0: in training mode the lean path then gives way to ``forward``, whose
+    dropout acts, after a first pass has made the plan; in eval mode it does not act."""
+    from alignlings.trainers.decode import lean_decoder
+    from alignlings.trainers.modeling import lm_logits, position_ids
+
+    d = _decode_models()
+    model = d.llama().train()
+    ids, mask = d._right_padded_rows()
+    assert model.config.attention_dropout == 0.0
+    assert lean_decoder(model, mask, cache=False) is not None  # the plan is made
+    with torch.inference_mode():
+        lm_logits(model, ids, mask, lean=True)
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = 0.5
+    assert lean_decoder(model, mask, cache=False) is None
+    with torch.inference_mode():
+        torch.manual_seed(3)
+        lean = lm_logits(model, ids, mask, lean=True).float()
+        torch.manual_seed(3)
+        full = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits.float()
+        torch.manual_seed(4)
+        other = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits.float()
+    assert (other - full).abs().max() > 1e-3  # the dropout does act in forward
+    torch.testing.assert_close(lean, full, atol=0, rtol=0)
+    model.eval()
+    assert lean_decoder(model, mask, cache=False) is not None  # eval mode: no dropout acts
