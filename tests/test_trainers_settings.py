@@ -147,3 +147,24 @@ def test_llama_attention_dropout_set_on_the_modules_sends_training_passes_throug
     torch.testing.assert_close(lean, full, atol=0, rtol=0)
     model.eval()
     assert lean_decoder(model, mask, cache=False) is not None  # eval mode: no dropout acts
+
+
+def test_sampling_in_training_mode_suspends_activation_checkpointing_and_restores_it():
+    """As TRL's ``unwrap_model_for_generation``: checkpointing is off while sampling (a checkpointed
+    layer in training mode would drop the KV cache), and on again afterwards."""
+    from alignlings.trainers.data import left_pad_prompts
+    from alignlings.trainers.modeling import sample_with_cache
+
+    tok = toy.make_tokenizer()
+    model = toy.make_model(tok, n_layer=2, n_embd=16, n_head=2).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    flagged = [m for m in model.modules() if m.__dict__.get("gradient_checkpointing") is True]
+    assert flagged
+    ids, mask = left_pad_prompts([[3, 4, 5], [6, 7]], tok.pad_token_id)
+    out = []
+    for lean in (True, False):
+        torch.manual_seed(0)
+        out.append(sample_with_cache(model, ids, mask, max_new_tokens=5, pad_id=tok.pad_token_id, lean=lean,
+                                     draw="multinomial"))
+        assert all(m.gradient_checkpointing for m in flagged)
+    assert torch.equal(out[0], out[1])

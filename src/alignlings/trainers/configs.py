@@ -357,8 +357,9 @@ class LoraArgs:
     lora_alpha: int = 32
     """Scale: the adapter's output is multiplied by ``lora_alpha / lora_r``."""
     lora_dropout: float = 0.05
-    """Dropout on the adapter's input. The adapters are added before ``disable_dropout`` (default True)
-    runs, so that sets it to 0, in TRL as here; it acts only with ``disable_dropout = false``."""
+    """Dropout on the adapter's input. The adapters are added before ``disable_dropout`` (default True
+    for DPO and the reward model, False for GRPO, TRL 1.16's) runs, so that sets it to 0 when on, in
+    TRL as here; it acts only with ``disable_dropout = false``."""
     lora_target_modules: list[str] | None = None
     """Module names to adapt (e.g. ``["q_proj", "v_proj"]``); None: peft's default for the architecture."""
 

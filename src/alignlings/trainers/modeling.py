@@ -12,6 +12,7 @@ Any ``AutoModelForCausalLM`` works. Two details matter for correctness:
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -304,17 +305,32 @@ def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top
     )
 
 
+@contextmanager
+def checkpointing_suspended(model: torch.nn.Module):
+    """Activation checkpointing off for the block, back on after it: TRL 1.16 samples so
+    (``unwrap_model_for_generation`` calls ``gradient_checkpointing_disable`` around ``generate``),
+    and a checkpointed layer in training mode would refuse the KV cache. The modules' own
+    ``gradient_checkpointing`` flags are flipped and restored (no checkpointing settings lost)."""
+    flagged = [m for m in model.modules() if m.__dict__.get("gradient_checkpointing") is True]
+    for m in flagged:
+        m.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for m in flagged:
+            m.gradient_checkpointing = True
+
+
 def sample(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config) -> torch.Tensor:
     """Completion ids [B, C] sampled with ``generate`` from left-padded prompts [B, P].
 
-    Runs in eval mode (no dropout while sampling) under inference mode, then copies the ids out of
-    inference mode so a later forward with gradient may use them."""
+    Runs in the model's own mode, as TRL 1.16's GRPO does (its model is in training mode, so an
+    active dropout acts while sampling; ``disable_dropout=True`` turns it off), with activation
+    checkpointing suspended, under inference mode; the ids are copied out of inference mode so a
+    later forward with gradient may use them."""
     model = unwrap(model)
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode():
+    with torch.inference_mode(), checkpointing_suspended(model):
         out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
-    model.train(was_training)
     return out[:, prompt_ids.shape[1]:].clone()
 
 
@@ -396,37 +412,25 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
 
     ``lean``: for GPT-2 and Llama-layout models, run the steps through ``decode.LeanDecoder`` (the
     model's own modules, a preallocated KV cache, no per-call mask building or output objects);
-    other models, or ``lean=False``, call the model's ``forward`` with its cache, in eval mode.
+    other models, or ``lean=False``, call the model's ``forward`` with its cache.
 
-    Runs under inference mode; the result is copied out of inference mode. Dropout never acts: the
-    lean decoder is taken in training mode only when every dropout is 0 and no module has hooks (a
-    hook might read ``module.training``); otherwise the model is put in eval mode for the loop.
+    Runs under inference mode in the model's own mode, as TRL 1.16's GRPO samples (``generate`` on
+    the model in training mode): an active dropout acts (the lean decoder then gives way to
+    ``forward``, whose dropout draws from the RNG), activation checkpointing is suspended for the
+    loop; the result is copied out of inference mode.
     """
     if draw not in DRAWS:
         raise ValueError(f"draw: expected one of {DRAWS}, got {draw!r}")
     model = unwrap(model)
     B, P = prompt_ids.shape
     device = prompt_ids.device
-    was_training = model.training
-    with torch.inference_mode():
+    with torch.inference_mode(), checkpointing_suspended(model):
         mask = torch.ones(B, P + max_new_tokens, dtype=torch.long, device=device)  # grown by slicing
         mask[:, :P] = prompt_mask
         positions = position_ids(mask[:, :P])
-        fused = draw == "cdf"
-        decoder = lean_decoder(model, mask, scoring=fused) if lean and was_training else None
-        if decoder is not None and decoder.hooked:
-            decoder = None  # in eval mode below, as forward would run it
-        switch = decoder is None and was_training  # the lean decoder needs no eval mode: no dropout acts
-        if switch:
-            model.eval()
-        try:
-            if decoder is None and lean:
-                decoder = lean_decoder(model, mask, scoring=fused)
-            tokens = _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature,
-                                  top_k, top_p, eos_ids, pad_id, draw)
-        finally:
-            if switch:
-                model.train(was_training)
+        decoder = lean_decoder(model, mask, scoring=draw == "cdf") if lean else None
+        tokens = _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature,
+                              top_k, top_p, eos_ids, pad_id, draw)
     return tokens.clone()
 
 
