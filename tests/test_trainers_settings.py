@@ -168,3 +168,72 @@ def test_sampling_in_training_mode_suspends_activation_checkpointing_and_restore
                                      draw="multinomial"))
         assert all(m.gradient_checkpointing for m in flagged)
     assert torch.equal(out[0], out[1])
+
+
+# -- min_p and repetition_penalty (TRL 1.16 GRPOConfig fields) -------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("temperature, top_k, top_p, min_p, penalty",
+                         [(1.0, 0, 1.0, 0.05, 1.0), (1.0, 0, 1.0, None, 1.8), (1.4, 5, 0.9, 0.1, 0.6),
+                          (0.8, 0, 1.0, 0.2, 1.3)])
+def test_min_p_and_repetition_penalty_draw_generates_tokens(arch, temperature, top_k, top_p, min_p, penalty):
+    """The fast sampler with ``draw="multinomial"`` draws the very tokens ``generate`` draws with the
+    same ``min_p`` and ``repetition_penalty`` (left-padded prompts: transformers 5 penalizes no pad)."""
+    from transformers import GenerationConfig
+
+    import test_trainers_sampler as s
+    from alignlings.trainers.data import left_pad_prompts
+    from alignlings.trainers.modeling import sample_with_cache
+
+    model = s.gpt2() if arch == "gpt2" else s.llama()
+    ids, mask = left_pad_prompts(s.PROMPTS, s.PAD)
+    config = GenerationConfig(do_sample=True, max_new_tokens=10, temperature=temperature, top_k=top_k, top_p=top_p,
+                              min_p=min_p, repetition_penalty=penalty, pad_token_id=s.PAD,
+                              eos_token_id=[s.EOS, s.EXTRA_EOS], bos_token_id=s.EOS)
+    for seed in (3, 4):
+        torch.manual_seed(seed)
+        expected = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, ids.shape[1]:]
+        torch.manual_seed(seed)
+        got = sample_with_cache(model, ids, mask, max_new_tokens=10, temperature=temperature, top_k=top_k,
+                                top_p=top_p, min_p=min_p, repetition_penalty=penalty,
+                                eos_ids=[s.EOS, s.EXTRA_EOS], pad_id=s.PAD, draw="multinomial")
+        assert torch.equal(got, expected), seed
+
+
+def test_repetition_penalty_and_min_p_are_transformers_processors():
+    from transformers.generation.logits_process import MinPLogitsWarper, RepetitionPenaltyLogitsProcessor
+
+    from alignlings.trainers.modeling import filter_logits, penalize_repeats
+
+    torch.manual_seed(0)
+    V = 40
+    ids = torch.randint(0, V, (6, 9))
+    logits = torch.randn(6, V) * 3
+    seen = torch.zeros(6, V, dtype=torch.bool).scatter_(1, ids, True)
+    expected = RepetitionPenaltyLogitsProcessor(1.7)(ids, logits.clone())
+    assert torch.equal(penalize_repeats(logits, seen, 1.7), expected)
+    assert torch.equal(filter_logits(logits, 1.0, 0, 1.0, 0.3), MinPLogitsWarper(0.3)(ids, logits.clone()))
+
+
+def test_grpo_passes_min_p_and_repetition_penalty_to_both_samplers(tmp_path):
+    import test_trainers_sampler as s  # noqa: F401  (the fixtures' imports)
+
+    tok = toy.make_tokenizer()
+    rows = [{"prompt": p} for p in ("1+2=", "10+5=", "7+7=", "99+1=")]
+    batches = []
+    for backend in ("cache_exact", "generate"):
+        args = GRPOConfig(output_dir=str(tmp_path / backend), per_device_train_batch_size=16, num_generations=8,
+                          max_completion_length=8, max_steps=1, disable_tqdm=True, save_steps=0,
+                          save_final_model=False, temperature=2.0, min_p=0.05, repetition_penalty=1.5,
+                          generation_backend=backend)
+        model = toy.make_model(tok, n_layer=1, n_embd=16, n_head=2)
+        trainer = GRPOTrainer(model, lambda prompts, **kw: [0.0] * len(prompts), args=args, train_dataset=rows,
+                              processing_class=tok)
+        torch.manual_seed(5)
+        batches.append(trainer.generate([0, 2]))
+    assert torch.equal(batches[0]["completion_ids"], batches[1]["completion_ids"])
+    with pytest.raises(ValueError, match="min_p"):
+        GRPOConfig(min_p=1.5)
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        GRPOConfig(repetition_penalty=0.0)

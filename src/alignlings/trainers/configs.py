@@ -230,6 +230,15 @@ class GRPOConfig(TrainerConfig):
     top_k: int = 0
     """Keep the k most likely tokens when sampling (default 0 = off)."""
 
+    min_p: float | None = None
+    """Drop tokens whose probability is under ``min_p`` times the likeliest token's, after temperature
+    (transformers' ``MinPLogitsWarper``; default None = off, TRL's; typical values 0.01-0.2)."""
+
+    repetition_penalty: float = 1.0
+    """Divide the logit of a token already in the row (the prompt's or drawn) by this when positive,
+    multiply when negative (transformers' ``RepetitionPenaltyLogitsProcessor``; default 1.0 = off,
+    TRL's). Sampling only: the loss's log-probs are those of logits / temperature, as in TRL."""
+
     beta: float = 0.0
     """KL coefficient toward the reference (default 0.0, TRL's: no reference model is loaded;
     the DeepSeekMath paper uses 0.04)."""
@@ -299,6 +308,9 @@ class GRPOConfig(TrainerConfig):
         check_range("temperature", float(self.temperature), low=0.0, low_open=True)
         check_range("top_p", float(self.top_p), low=0.0, high=1.0, low_open=True)
         check_range("top_k", self.top_k, low=0)
+        if self.min_p is not None:
+            check_range("min_p", float(self.min_p), low=0.0, high=1.0)
+        check_range("repetition_penalty", float(self.repetition_penalty), low=0.0, low_open=True)
         check_range("beta", float(self.beta), low=0.0)
         check_range("epsilon", float(self.epsilon), low=0.0)
         if self.epsilon_high is not None:

@@ -101,7 +101,8 @@ class GRPOTrainer(BaseTrainer):
         self.eos_ids = eos_token_ids(processing_class, self.unwrapped_model)
         self.gen_config = generation_config(
             processing_class, max_new_tokens=args.max_completion_length, temperature=args.temperature,
-            top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id, eos_ids=self.eos_ids,
+            top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id, eos_ids=self.eos_ids, min_p=args.min_p,
+            repetition_penalty=args.repetition_penalty,
         )
         self.ref_model = None
         self.ref_is_base = args.beta > 0 and ref_model is None and is_peft_model(self.unwrapped_model)
@@ -134,6 +135,7 @@ class GRPOTrainer(BaseTrainer):
                 self.model, prompt_ids, prompt_mask, max_new_tokens=args.max_completion_length,
                 temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, eos_ids=self.eos_ids,
                 pad_id=self.pad_id, draw="multinomial" if args.generation_backend == "cache_exact" else "cdf",
+                min_p=args.min_p, repetition_penalty=args.repetition_penalty,
             )
         # truncated: TRL's rule, the last kept token is neither an EOS nor the pad id
         until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids, self.pad_id)

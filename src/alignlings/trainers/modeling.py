@@ -286,7 +286,8 @@ def eos_token_ids(tokenizer, model: torch.nn.Module | None = None) -> list[int]:
 
 
 def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int,
-                      pad_id: int, eos_ids: list[int] | None = None):
+                      pad_id: int, eos_ids: list[int] | None = None, min_p: float | None = None,
+                      repetition_penalty: float = 1.0):
     """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call).
 
     ``top_k`` goes in as given, 0 included, as TRL passes it: 0 turns top-k filtering off, while
@@ -299,6 +300,8 @@ def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
+        min_p=min_p,
+        repetition_penalty=repetition_penalty,
         pad_token_id=pad_id,
         eos_token_id=eos_ids if eos_ids is not None else tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
@@ -334,10 +337,12 @@ def sample(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.
     return out[:, prompt_ids.shape[1]:].clone()
 
 
-def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                  min_p: float | None = None) -> torch.Tensor:
     """[B, V] float32 scores to sample from: transformers' sampling warpers in ``generate``'s order and
-    arithmetic (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``), each applied
-    only when it is active, so a seeded draw picks the same token ``generate`` would."""
+    arithmetic (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``,
+    ``MinPLogitsWarper``), each applied only when it is active, so a seeded draw picks the same token
+    ``generate`` would."""
     if temperature != 1.0:
         logits = logits / temperature
     if top_k:
@@ -348,7 +353,20 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
         remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)
         remove[..., -1:] = False
         logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), -float("inf"))
+    if min_p is not None:  # tokens under min_p times the top token's probability, after temperature
+        probs = torch.softmax(logits, dim=-1)
+        remove = probs < min_p * probs.amax(dim=-1, keepdim=True)
+        remove.scatter_(-1, torch.topk(probs, 1, dim=-1).indices, False)  # the top token always stays
+        logits = logits.masked_fill(remove, -float("inf"))
     return logits
+
+
+def penalize_repeats(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """transformers' ``RepetitionPenaltyLogitsProcessor`` (CTRL, Keskar et al., 2019) on [B, V] float32
+    logits: a token already in the row (``seen`` [B, V], the prompt's real tokens and those drawn so
+    far: transformers 5 skips the left padding) gets its logit divided by ``penalty`` when positive,
+    multiplied when negative. The same arithmetic, so the same draws as ``generate``."""
+    return torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
 
 
 def _cache_forward(model, input_ids, attention_mask, positions, past):
@@ -393,12 +411,13 @@ def draw_tokens(probs: torch.Tensor, draw: str = "cdf") -> torch.Tensor:
 def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
                       max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                       eos_ids: list[int] | tuple[int, ...] = (), pad_id: int = 0, lean: bool = True,
-                      draw: str = "cdf") -> torch.Tensor:
+                      draw: str = "cdf", min_p: float | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
     """Completion ids [B, C] sampled from left-padded prompts [B, P]: a lean ``generate``.
 
     One prefill forward over the prompts fills the model's KV cache; then each step feeds only the B
     new tokens with their positions (``cumsum(mask) - 1``, as ``generate``) and the grown attention
-    mask, filters the last logits (``filter_logits``), draws from the softmax (``draw_tokens``),
+    mask, penalizes repeated tokens (``penalize_repeats``, with ``repetition_penalty`` != 1), filters
+    the last logits (``filter_logits``: temperature, top-k, top-p, ``min_p``), draws from the softmax (``draw_tokens``),
     writes ``pad_id`` after a row's first EOS (any of ``eos_ids``), and stops when every row has
     ended or after ``max_new_tokens``. None of ``generate``'s per-step machinery (input
     preparation, logits-processor lists, stopping criteria, output objects) runs.
@@ -430,12 +449,12 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
         positions = position_ids(mask[:, :P])
         decoder = lean_decoder(model, mask, scoring=draw == "cdf") if lean else None
         tokens = _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature,
-                              top_k, top_p, eos_ids, pad_id, draw)
+                              top_k, top_p, eos_ids, pad_id, draw, min_p, repetition_penalty)
     return tokens.clone()
 
 
 def _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature, top_k, top_p,
-                 eos_ids, pad_id, draw):
+                 eos_ids, pad_id, draw, min_p=None, repetition_penalty=1.0):
     """The prefill and the token steps of ``sample_with_cache``: ids [B, steps]. Each step's tokens
     stay a [B, 1] column (the next step's input as it is) and are joined once at the end."""
     B, P = prompt_ids.shape
@@ -448,12 +467,21 @@ def _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, te
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
     finished = torch.zeros(B, 1, dtype=torch.bool, device=device)
     columns = []
+    seen = None
+    if repetition_penalty != 1.0:  # [B, V] the tokens each row holds: the prompt's real ones, then each draw
+        V = logits.shape[-1]  # ids past the LM head's vocabulary (a larger embedding) are never penalized
+        real = prompt_ids.masked_fill(mask[:, :P] == 0, V).clamp(max=V)
+        seen = torch.zeros(B, V + 1, dtype=torch.bool, device=device).scatter_(1, real, True)[:, :V]
     for t in range(max_new_tokens):
         if logits.dtype != torch.float32:
             logits = logits.float()
-        probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+        if seen is not None:
+            logits = penalize_repeats(logits, seen, repetition_penalty)
+        probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p, min_p), dim=-1)
         nxt = draw_tokens(probs, draw)[:, None].masked_fill_(finished, pad_id)  # [B, 1]
         columns.append(nxt)
+        if seen is not None:
+            seen.scatter_(1, nxt.clamp(max=seen.shape[1] - 1), True)
         if eos.numel():
             finished |= torch.isin(nxt, eos)
             if finished.all():
