@@ -237,3 +237,173 @@ def test_grpo_passes_min_p_and_repetition_penalty_to_both_samplers(tmp_path):
         GRPOConfig(min_p=1.5)
     with pytest.raises(ValueError, match="repetition_penalty"):
         GRPOConfig(repetition_penalty=0.0)
+
+
+# -- §2: the stock path on request, the tested ranges, the drift check ----------------------------------
+
+PAIRS = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 1)} for a, b in
+         [(1, 2), (10, 5), (7, 7), (9, 90), (3, 3), (25, 25), (0, 8), (12, 21)]]
+
+
+def _dpo(tmp_path, name, **kw):
+    from alignlings.trainers import DPOConfig, DPOTrainer
+
+    tok = toy.make_tokenizer()
+    model = toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=1)
+    args = DPOConfig(output_dir=str(tmp_path / name), per_device_train_batch_size=4, max_steps=3, learning_rate=1e-3,
+                     logging_steps=1, disable_tqdm=True, save_steps=0, save_final_model=False, **kw)
+    return DPOTrainer(model, args=args, train_dataset=PAIRS, processing_class=tok)
+
+
+def _grpo(tmp_path, name, **kw):
+    tok = toy.make_tokenizer()
+    model = toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=1)
+    args = GRPOConfig(output_dir=str(tmp_path / name), per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=4, max_steps=2, learning_rate=1e-3, logging_steps=1, disable_tqdm=True,
+                      save_steps=0, save_final_model=False, **kw)
+    return GRPOTrainer(model, lambda completions, **k: [float(len(c)) for c in completions], args=args,
+                       train_dataset=[{"prompt": r["prompt"]} for r in PAIRS], processing_class=tok)
+
+
+@pytest.fixture
+def no_lean(monkeypatch):
+    """Any use of the lean decoder fails the test."""
+    from alignlings.trainers import decode
+
+    def refuse(*a, **k):
+        raise AssertionError("the lean decoder was used")
+
+    for cls in (decode.GPT2Decoder, decode.LlamaDecoder):
+        monkeypatch.setattr(cls, "__init__", refuse)
+        monkeypatch.setattr(cls, "forward", refuse)
+    monkeypatch.setattr(decode, "_PLANS", __import__("weakref").WeakKeyDictionary())
+
+
+def test_model_forward_sends_dpo_through_forward_with_the_same_results(tmp_path, monkeypatch):
+    lean = [r["loss"] for r in _dpo(tmp_path, "lean").train()]
+    from alignlings.trainers import decode
+
+    def refuse(*a, **k):
+        raise AssertionError("the lean decoder was used")
+
+    monkeypatch.setattr(decode.GPT2Decoder, "forward", refuse)
+    monkeypatch.setattr(decode, "_PLANS", __import__("weakref").WeakKeyDictionary())
+    with pytest.raises(AssertionError, match="lean decoder was used"):  # the patch does catch the lean path
+        _dpo(tmp_path, "caught").train()
+    stock = [r["loss"] for r in _dpo(tmp_path, "stock", model_forward=True).train()]
+    assert stock == pytest.approx(lean, abs=1e-5)
+
+
+def test_model_forward_sends_grpo_through_forward_and_generate(tmp_path, monkeypatch, no_lean):
+    import alignlings.trainers.grpo as grpo
+
+    used = []
+    real_sample = grpo.sample
+    monkeypatch.setattr(grpo, "sample", lambda *a, **k: used.append(1) or real_sample(*a, **k))
+    monkeypatch.setattr(grpo, "sample_with_cache", lambda *a, **k: pytest.fail("the KV-cache sampler was used"))
+    history = _grpo(tmp_path, "stock", model_forward=True).train()
+    assert len(history) == 2 and used == [1, 1]
+
+
+def test_the_model_forward_flag_reaches_the_config(tmp_path, monkeypatch, no_lean):
+    import json
+
+    from typer.testing import CliRunner
+
+    from alignlings.cli.app import app
+
+    tok = toy.make_tokenizer()
+    toy.make_model(tok, n_layer=1, n_embd=32, n_head=2, seed=0).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in PAIRS))
+    config = tmp_path / "dpo.toml"
+    config.write_text(f'model = "{tmp_path / "model"}"\ndataset = "{tmp_path / "pairs.jsonl"}"\n[dpo]\n'
+                      "per_device_train_batch_size = 4\n")
+    base = ["train", "dpo", "--config", str(config), "--max-steps", "1", "--output-dir", str(tmp_path / "out"),
+            "--set", "disable_tqdm=true"]
+    result = CliRunner().invoke(app, base)
+    assert result.exit_code != 0 and "lean decoder was used" in repr(result.exception)
+    result = CliRunner().invoke(app, [*base, "--model-forward"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+
+
+def test_outside_the_tested_transformers_range_the_lean_path_steps_aside_with_one_notice(monkeypatch):
+    import transformers
+
+    from alignlings.trainers import versions
+    from alignlings.trainers.decode import lean_decoder
+
+    d = _decode_models()
+    model = d.gpt2()
+    ids, mask = d._right_padded_rows()
+    assert versions.in_range(transformers.__version__, versions.TESTED_TRANSFORMERS)  # the installed one ran
+    assert lean_decoder(model, mask, cache=False) is not None
+    monkeypatch.setattr(transformers, "__version__", "5.99.0")
+    monkeypatch.setattr(versions, "_NOTICES", set())
+    with pytest.warns(UserWarning, match="tested on transformers") as caught:
+        assert lean_decoder(model, mask, cache=False) is None
+        assert lean_decoder(model, mask, cache=False) is None
+        lean, full = _lean_and_forward(model, ids, mask)
+    assert len([w for w in caught if "tested on transformers" in str(w.message)]) == 1
+    assert torch.equal(lean, full)  # forward itself
+    monkeypatch.setattr(transformers, "__version__", "5.23.9")
+    assert lean_decoder(model, mask, cache=False) is None
+
+
+@pytest.mark.parametrize("version", [None, "2.99.0"], ids=["tested", "outside"])
+def test_optimizer_steps_inside_and_outside_the_tested_torch_range(monkeypatch, version):
+    """In the tested torch range the direct kernels step (``fused_adamw_step`` True); outside it torch's
+    own ``AdamW.step()`` and ``clip_grad_norm_`` (one notice). Either way the parameters are bitwise
+    those of a plain torch loop."""
+    from alignlings.trainers import optim, versions
+
+    if version is not None:
+        monkeypatch.setattr(torch, "__version__", version)
+        monkeypatch.setattr(versions, "_NOTICES", set())
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(5, 3)) for _ in range(3)]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    opt_a = torch.optim.AdamW(ours, lr=1e-2, weight_decay=0.1, fused=True)
+    opt_b = torch.optim.AdamW(theirs, lr=1e-2, weight_decay=0.1, fused=True)
+    direct = []
+    import warnings as w
+
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        for _ in range(4):
+            g = [torch.randn(5, 3) * 3 for _ in ours]
+            for p, q, gi in zip(ours, theirs, g):
+                p.grad, q.grad = gi.clone(), gi.clone()
+            norm_a = optim.clip_grad_norm(ours, 1.0)
+            norm_b = torch.nn.utils.clip_grad_norm_(theirs, 1.0)
+            assert torch.equal(norm_a, norm_b)
+            stepped = optim.fused_adamw_step(opt_a)
+            direct.append(stepped)
+            if not stepped:
+                opt_a.step()
+            opt_b.step()
+            assert all(torch.equal(p, q) for p, q in zip(ours, theirs))
+    notices = [c for c in caught if "direct AdamW step was tested on torch" in str(c.message)]
+    if version is None:
+        assert direct == [False, True, True, True] and not notices  # the first step creates the state
+    else:
+        assert direct == [False] * 4 and len(notices) == 1
+
+
+@pytest.mark.parametrize("trainer", ["dpo", "grpo"])
+def test_the_lean_check_stops_on_a_mismatch_and_passes_otherwise(tmp_path, monkeypatch, trainer):
+    from alignlings.trainers import decode
+
+    make = _dpo if trainer == "dpo" else _grpo
+    assert len(make(tmp_path, "checked", lean_check_steps=1).train()) in (2, 3)  # agrees: no error
+    forward = decode.GPT2Decoder.forward
+
+    def drifted(self, *a, **k):  # a lean decoder that no longer reproduces the model
+        return forward(self, *a, **k) * 1.1
+
+    monkeypatch.setattr(decode.GPT2Decoder, "forward", drifted)
+    assert len(make(tmp_path, "unchecked").train()) in (2, 3)  # opt-in: without the check nothing stops
+    with pytest.raises(RuntimeError, match=r"lean_check_steps: at step 0 .* differ from the model's own forward"):
+        make(tmp_path, "drifted", lean_check_steps=2).train()
+    with pytest.raises(ValueError, match="lean_check_steps"):
+        GRPOConfig(lean_check_steps=-1)

@@ -130,8 +130,29 @@ class TrainerConfig:
     """Passed to ``gradient_checkpointing_enable`` (default None = ``{"use_reentrant": False}``,
     TRL 1.16's default)."""
 
+    model_forward: bool = False
+    """Score through the model's own ``forward`` and sample (GRPO) with its ``generate``, instead of
+    the lean decoder and the KV-cache sampler (ours; default False). The stock path: slower on small
+    models, no dependence on how the lean decoder re-implements a model. The lean path is taken only
+    on the transformers versions its parity tests ran on (``trainers.versions.TESTED_TRANSFORMERS``),
+    elsewhere ``forward`` with one notice. The command line's ``--model-forward``."""
+
+    lean_check_steps: int = 0
+    """Every this many steps, score the step's first batch through both the lean decoder and the
+    model's ``forward`` (no gradient) and stop with an error naming the difference when their
+    completion log-probs differ by more than ``lean_check_tolerance`` (default 0 = never). A guard
+    against silent drift when transformers changes under the lean decoder."""
+
+    lean_check_tolerance: float = 1e-3
+    """Largest difference of a completion token's log-prob the ``lean_check_steps`` check accepts
+    (default 1e-3: float32 rounding stays near 1e-5; bf16 needs about 0.1)."""
+
     def __post_init__(self) -> None:
         check_range("learning_rate", float(self.learning_rate), low=0.0)
+        check_range("lean_check_steps", self.lean_check_steps, low=0)
+        check_range("lean_check_tolerance", float(self.lean_check_tolerance), low=0.0, low_open=True)
+        if not isinstance(self.model_forward, bool):
+            raise ValueError(f"model_forward: expected true or false, got {self.model_forward!r}")
         _positive_int("per_device_train_batch_size", self.per_device_train_batch_size)
         _positive_int("gradient_accumulation_steps", self.gradient_accumulation_steps)
         if self.max_steps != -1:

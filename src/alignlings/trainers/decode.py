@@ -49,6 +49,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as module_mod
 
+from alignlings.trainers.versions import lean_path_tested
+
 
 def _hooked(module: torch.nn.Module) -> bool:
     """True when ``module`` has a forward, forward-pre or backward hook of its own."""
@@ -536,7 +538,10 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring
     pass; DPO's and the reward model's default ``disable_dropout=True`` sets them to 0) and activation
     checkpointing is off; and only when every hook would run: global module hooks, or a hook on a
     module the decoder replaces (a decoder layer, an attention module, the model itself, a peft
-    wrapper), send the pass through ``forward``."""
+    wrapper), send the pass through ``forward``; so does a transformers version outside
+    ``versions.TESTED_TRANSFORMERS`` (with one notice)."""
+    if not lean_path_tested():  # the installed transformers is not one the parity tests ran on
+        return None
     base = _base(model)
     cfg = getattr(base, "config", None)
     kind = LEAN_MODELS.get(type(base).__name__)

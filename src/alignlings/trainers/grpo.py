@@ -44,7 +44,7 @@ from alignlings.trainers.data import (
 )
 from alignlings.trainers.distributed import all_gather_cat, all_reduce_sum
 from alignlings.trainers.modeling import (
-    completion_logprobs, disable_dropout, eos_token_ids, generation_config, is_peft_model, masked_entropy,
+    check_lean_path, completion_logprobs, disable_dropout, eos_token_ids, generation_config, is_peft_model, masked_entropy,
     prepare_model, sample, sample_with_cache,
 )
 
@@ -128,7 +128,7 @@ class GRPOTrainer(BaseTrainer):
         prompt_ids, prompt_mask = left_pad_prompts(prompts, self.pad_id)
         prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
         args = self.args
-        if args.generation_backend == "generate":
+        if args.generation_backend == "generate" or args.model_forward:
             completion_ids = sample(self.model, prompt_ids, prompt_mask, self.gen_config)  # [B, C]
         else:
             completion_ids = sample_with_cache(
@@ -192,7 +192,7 @@ class GRPOTrainer(BaseTrainer):
             for rows in self.micro_batches(list(range(batch["input_ids"].shape[0]))):
                 logps, _ = completion_logprobs(
                     model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                    temperature=self.args.temperature, logits_to_keep=C + 1, lean=True,
+                    temperature=self.args.temperature, logits_to_keep=C + 1, lean=self.lean,
                 )
                 out.append(logps.per_token)
         return torch.cat(out).clone()
@@ -267,10 +267,16 @@ class GRPOTrainer(BaseTrainer):
             num_items, scale = None, 1.0 / len(micro)
 
         logged, total_loss, entropy_sum, entropy_count = [], 0.0, 0.0, 0.0
+        if self.lean_check_due():
+            rows = micro[0]
+            check_lean_path(self.model, lambda lean: completion_logprobs(
+                self.unwrapped_model, batch["input_ids"][rows], batch["attention_mask"][rows],
+                batch["completion_mask"][rows], temperature=args.temperature, logits_to_keep=C + 1, lean=lean,
+            )[0].per_token, step=self.step, tolerance=args.lean_check_tolerance)
         for i, rows in enumerate(micro):
             logps, logits = completion_logprobs(
                 self.model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                temperature=args.temperature, logits_to_keep=C + 1, lean=True,
+                temperature=args.temperature, logits_to_keep=C + 1, lean=self.lean,
             )
             per_token = logps.per_token  # [b, C]
             mask = batch["completion_mask"][rows][:, -C:]

@@ -261,6 +261,32 @@ def _scored_logps(model, input_ids, attention_mask, positions: ScoredPositions, 
     return logps, logits
 
 
+def check_lean_path(model: torch.nn.Module, score, *, step: int, tolerance: float) -> float | None:
+    """The opt-in drift check (``lean_check_steps``): ``score(lean)`` -> completion log-probs of one
+    batch, run once through the lean decoder and once through the model's ``forward``, without
+    gradient; a ``RuntimeError`` naming the step, the difference and the way out when they differ by
+    more than ``tolerance``. Returns the difference, or None where ``model`` takes no lean path
+    (then both would be ``forward``; with an active dropout they would differ by chance)."""
+    from alignlings.trainers.decode import lean_decoder
+
+    inner = unwrap(model)
+    probe = torch.ones(1, 2, dtype=torch.long, device=next(inner.parameters()).device)
+    if lean_decoder(inner, probe, cache=False) is None:
+        return None
+    with torch.no_grad():
+        lean, stock = score(True).float(), score(False).float()
+    diff = float((lean - stock).abs().max()) if lean.numel() else 0.0
+    if not diff <= tolerance:  # NaN fails too
+        import transformers
+
+        raise RuntimeError(
+            f"lean_check_steps: at step {step} the lean decoder's completion log-probs differ from the model's own "
+            f"forward by {diff:.3g} (lean_check_tolerance = {tolerance:g}; {type(inner).__name__}, transformers "
+            f"{transformers.__version__}). The lean decoder does not reproduce this model here: train with "
+            "model_forward = true (--model-forward), and please report the model and versions.")
+    return diff
+
+
 @torch.no_grad()
 def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> tuple[float, float]:
     """(sum, count) of the per-token entropy of softmax(logits / T) over masked positions.
