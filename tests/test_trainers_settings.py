@@ -407,3 +407,25 @@ def test_the_lean_check_stops_on_a_mismatch_and_passes_otherwise(tmp_path, monke
         make(tmp_path, "drifted", lean_check_steps=2).train()
     with pytest.raises(ValueError, match="lean_check_steps"):
         GRPOConfig(lean_check_steps=-1)
+
+
+def test_prefix_sharing_can_be_turned_off(monkeypatch):
+    """``decode.PREFIX_SHARING = False``: every row runs its whole sequence (the benchmark's "sharing
+    off" cases, TRL's work); the logits are the same."""
+    from alignlings.trainers import decode
+
+    d = _decode_models()
+    model = d.gpt2()
+    monkeypatch.setattr(decode, "SHARE_MIN_WORK", 0)
+    ids, mask = d.left_pad_prompts([p + [20, 21] for p in d.PROMPTS for _ in range(3)], d.PAD)
+    calls = []
+    real = decode.LeanDecoder.shared_forward
+    monkeypatch.setattr(decode.LeanDecoder, "shared_forward", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    with torch.inference_mode():
+        shared = decode.lean_logits(model, ids, mask, logits_to_keep=3)
+        assert calls == [1]
+        monkeypatch.setattr(decode, "PREFIX_SHARING", False)
+        assert decode.distinct_rows(ids) is None
+        whole = decode.lean_logits(model, ids, mask, logits_to_keep=3)
+    assert calls == [1]
+    torch.testing.assert_close(whole, shared, atol=2e-5, rtol=1e-5)

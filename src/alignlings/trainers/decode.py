@@ -104,6 +104,11 @@ def _direct(module: Any) -> Any:
 #: (width 768; DPO 2 x 96, GRPO 3 x 64: 147k) it saves a fifth of the step or more.
 SHARE_MIN_WORK = 32768
 
+#: Prefix sharing on (default) or off for the whole process: ``decode.PREFIX_SHARING = False`` makes
+#: every row run its whole sequence, as ``forward`` and TRL do (the same results; the benchmark's
+#: "sharing off" cases measure the same work as TRL with it).
+PREFIX_SHARING = True
+
 
 def hidden_size(model: Any) -> int:
     """The model's hidden width (``hidden_size``; GPT-2 maps it to ``n_embd``), 1 when unknown."""
@@ -114,6 +119,8 @@ def may_share(B: int, width: int | None, hidden: int = 1) -> bool:
     """False when sharing a prefix of ``width`` positions among B rows could not reach
     ``SHARE_MIN_WORK`` even if all B rows held the same one; checked before looking for repeats
     (``torch.unique`` over rows is a slow kernel, ~20-100 us on the benchmark's tiny batches)."""
+    if not PREFIX_SHARING:
+        return False
     return width is None or (B - 1) * width * hidden >= SHARE_MIN_WORK
 
 
