@@ -307,7 +307,9 @@ class GRPOConfig(TrainerConfig):
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (default False)."""
 
     disable_dropout: bool = False
-    """Set every dropout probability to 0 (default False, TRL's GRPO default)."""
+    """Set every dropout probability to 0 (default False, TRL's GRPO default: a model with dropout
+    then samples and trains with it, in training mode, as TRL; such a model goes through ``forward``,
+    since the lean decoder reproduces no dropout)."""
 
     learning_rate: float = 1e-6
     """Peak AdamW learning rate (default 1e-6, TRL's)."""
