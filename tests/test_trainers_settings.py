@@ -429,3 +429,16 @@ def test_prefix_sharing_can_be_turned_off(monkeypatch):
         whole = decode.lean_logits(model, ids, mask, logits_to_keep=3)
     assert calls == [1]
     torch.testing.assert_close(whole, shared, atol=2e-5, rtol=1e-5)
+
+
+def test_the_grpo_lean_check_covers_the_samplers_path(tmp_path, monkeypatch):
+    """A drift only in the sampler's cached decoder (its prefill), not in the scoring pass: GRPO's
+    check compares the sampler's prefill and first token step too, and stops."""
+    from alignlings.trainers import decode
+
+    prefill = decode.LeanDecoder.prefill
+    monkeypatch.setattr(decode.LeanDecoder, "prefill", lambda self, *a, **k: prefill(self, *a, **k) * 1.1)
+    with pytest.raises(RuntimeError, match=r"lean_check_steps: at step 0 .* differ from the model's own forward"):
+        _grpo(tmp_path, "drifted", lean_check_steps=1).train()
+    monkeypatch.setattr(decode.LeanDecoder, "prefill", prefill)
+    assert len(_grpo(tmp_path, "fine", lean_check_steps=1, generation_backend="cache_exact").train()) == 2

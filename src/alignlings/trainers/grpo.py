@@ -45,7 +45,7 @@ from alignlings.trainers.data import (
 from alignlings.trainers.distributed import all_gather_cat, all_reduce_sum
 from alignlings.trainers.modeling import (
     check_lean_path, completion_logprobs, disable_dropout, eos_token_ids, generation_config, is_peft_model, masked_entropy,
-    prepare_model, sample, sample_with_cache,
+    prepare_model, sample, sample_with_cache, sampler_logprobs,
 )
 
 RewardFunc = Callable[..., Sequence[float | None]]
@@ -249,6 +249,18 @@ class GRPOTrainer(BaseTrainer):
         metrics = dict(zip(keys, torch.stack([v.to(device="cpu", dtype=torch.float64) for v in values]).tolist()))
         return metrics
 
+    def _lean_check_logps(self, batch: dict, rows: list[int], lean: bool) -> torch.Tensor:
+        """What ``lean_check_steps`` compares for GRPO: the scoring pass's completion log-probs of the
+        first micro-batch, and the sampler's prefill and first token step on its prompts."""
+        C = batch["completion_ids"].shape[1]
+        ids, mask = batch["input_ids"][rows], batch["attention_mask"][rows]
+        scored = completion_logprobs(self.unwrapped_model, ids, mask, batch["completion_mask"][rows],
+                                     temperature=self.args.temperature, logits_to_keep=C + 1, lean=lean)[0].per_token
+        P = ids.shape[1] - C
+        sampled = sampler_logprobs(self.unwrapped_model, ids[:, :P], mask[:, :P], ids[:, P:P + 1], lean=lean,
+                                   scoring=self.args.generation_backend == "cache")
+        return torch.cat([scored.flatten(), sampled.flatten()])
+
     # -- loss, step, log -----------------------------------------------------------------------------
 
     def training_step(self, indices: list[int]) -> dict[str, float]:
@@ -268,11 +280,8 @@ class GRPOTrainer(BaseTrainer):
 
         logged, total_loss, entropy_sum, entropy_count = [], 0.0, 0.0, 0.0
         if self.lean_check_due():
-            rows = micro[0]
-            check_lean_path(self.model, lambda lean: completion_logprobs(
-                self.unwrapped_model, batch["input_ids"][rows], batch["attention_mask"][rows],
-                batch["completion_mask"][rows], temperature=args.temperature, logits_to_keep=C + 1, lean=lean,
-            )[0].per_token, step=self.step, tolerance=args.lean_check_tolerance)
+            check_lean_path(self.model, lambda lean: self._lean_check_logps(batch, micro[0], lean), step=self.step,
+                            tolerance=args.lean_check_tolerance)
         for i, rows in enumerate(micro):
             logps, logits = completion_logprobs(
                 self.model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],

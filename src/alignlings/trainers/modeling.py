@@ -261,6 +261,27 @@ def _scored_logps(model, input_ids, attention_mask, positions: ScoredPositions, 
     return logps, logits
 
 
+def sampler_logprobs(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                     next_ids: torch.Tensor, *, lean: bool, scoring: bool = True) -> torch.Tensor:
+    """[B, 2, V] log-softmax of what the sampler computes for left-padded prompts [B, P]: the
+    prefill's last logits and one token step's (feeding ``next_ids`` [B, 1]), through the lean
+    decoder (``lean``; ``scoring``: the default sampler's fused GELU) or the model's ``forward``
+    with its cache. For the ``lean_check_steps`` check of the sampling path."""
+    model = unwrap(model)
+    B, P = prompt_ids.shape
+    mask = torch.ones(B, P + 1, dtype=torch.long, device=prompt_ids.device)
+    mask[:, :P] = prompt_mask
+    positions = position_ids(mask[:, :P])
+    decoder = lean_decoder(model, mask, scoring=scoring) if lean else None
+    if decoder is not None:
+        first = decoder.prefill(prompt_ids, positions)[:, -1]
+        second = decoder.forward(next_ids, positions[:, -1:] + 1)[:, -1]
+    else:
+        first, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
+        second, _ = _cache_forward(model, next_ids, mask, positions[:, -1:] + 1, past)
+    return torch.stack([first, second], dim=1).float().log_softmax(-1)
+
+
 def check_lean_path(model: torch.nn.Module, score, *, step: int, tolerance: float) -> float | None:
     """The opt-in drift check (``lean_check_steps``): ``score(lean)`` -> completion log-probs of one
     batch, run once through the lean decoder and once through the model's ``forward``, without
@@ -280,7 +301,7 @@ def check_lean_path(model: torch.nn.Module, score, *, step: int, tolerance: floa
         import transformers
 
         raise RuntimeError(
-            f"lean_check_steps: at step {step} the lean decoder's completion log-probs differ from the model's own "
+            f"lean_check_steps: at step {step} the lean decoder's log-probs differ from the model's own "
             f"forward by {diff:.3g} (lean_check_tolerance = {tolerance:g}; {type(inner).__name__}, transformers "
             f"{transformers.__version__}). The lean decoder does not reproduce this model here: train with "
             "model_forward = true (--model-forward), and please report the model and versions.")
