@@ -4,8 +4,10 @@
     python benchmarks/bench_trainers.py --sizes tiny --repeats 3       # the tiny model only, 3 repeats
     python benchmarks/bench_trainers.py --sizes tiny --cases ours-dpo,trl-dpo --steps 30
     python benchmarks/bench_trainers.py --profile ours-dpo --sizes mid  # one case here, cProfile'd
+    python benchmarks/bench_trainers.py --repeats 6       # the recorded table: medians of 6 paired runs
 
-A fair comparison: the same model, data and settings for both libraries, and the same work per step.
+A fair comparison: the same model, data and settings for both libraries; the same work per step
+where ours shares no prompt (tiny), and a "sharing off" case of ours for the same work elsewhere.
 
 * Three sizes of GPT-2 (``--sizes``): ``tiny`` (2 layers x 64, the toy character vocabulary of 14
   tokens, the toy addition data: short sequences, where per-call overheads dominate), ``mid``
@@ -39,10 +41,14 @@ per-step machinery. Achieved FLOP/s: the model FLOPs of a step (2 per weight per
 backward, plus attention's ``4 L T d`` per token forward; the LM head only at positions whose logits
 are used, see ``_flops_per_step``) times steps per CPU second, as a fraction of this machine's
 float32 matmul rate measured in the same run with the same threads (a 1024^3 ``torch.mm``).
-These are the FLOPs of the whole rows, the work TRL does: where a prompt repeats (GRPO's G rows of
-one prompt; a DPO pair's chosen and rejected rows) and the repeat is large enough
-(``decode.SHARE_MIN_WORK``: the mid and GPT-2 sizes), ours runs it once, so its figure is the rate
-that would do the whole rows' work in its time, not what its kernels reach.
+Two FLOP counts: the nominal work, the whole rows, which TRL computes; and the work performed:
+where a prompt repeats (GRPO's G rows of one prompt; a DPO pair's chosen and rejected rows) and the
+repeat is large enough (``decode.SHARE_MIN_WORK``: the mid and GPT-2 sizes), ours runs it once, so
+it performs less than the nominal work (mid GRPO: 568 of 1016 sampled positions per step; mid DPO:
+1280 of 2048 positions per pass). The nominal rate is the one that would do TRL's work in our time;
+the performed rate is what our kernels reach. Ours' ratio to TRL at those sizes is then not the same
+work: the ``ours_noshare`` cases run ours with sharing off (``decode.PREFIX_SHARING = False``: every
+row its whole sequence, TRL's work), and their ratio stands next to it ("sharing off").
 
 Ratios: the median of the per-run ratios (run r of ours against run r of the other library, which ran
 right after it), with their range; steps/s and memory: medians over ``--repeats``. Printed as tables
@@ -65,7 +71,11 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CASES = ("ours-grpo", "trl-grpo", "trl_default-grpo", "ours-dpo", "trl-dpo", "trl_default-dpo")
+CASES = ("ours-grpo", "ours_noshare-grpo", "trl-grpo", "trl_default-grpo",
+         "ours-dpo", "ours_noshare-dpo", "trl-dpo", "trl_default-dpo")
+#: ours with prompt sharing off (``decode.PREFIX_SHARING = False``): every row runs its whole
+#: sequence, the work TRL does, so its ratio to TRL compares the same work
+NOSHARE = "ours_noshare"
 SIZES = {
     # n_layer, n_embd, n_head, vocabulary (None: the toy characters), steps, warmup, DPO pairs per step,
     # GRPO completions per step (= G), GRPO prompt words, new tokens
@@ -182,14 +192,35 @@ def _model_flops(n_layer: int, d: int, vocab: int, tokens: float, head_tokens: f
     return passes * (layers + head_tokens * 2 * d * vocab)
 
 
-def _flops_per_step(size: str, kind: str, data: list[dict], tok, completion_len: float) -> float:
+def _shares_prompt(size: str, kind: str, data: list[dict], tok) -> bool:
+    """Whether ours runs each repeated prompt once at ``size`` (``decode.may_share``'s rule with the
+    step's rows: GRPO's G rows of one prompt, DPO's 2b rows of b prompts, the mean prompt length)."""
+    from alignlings.trainers import decode
+
+    s = SIZES[size]
+    if kind == "dpo":
+        P = statistics.mean(len(tok(r["prompt"])["input_ids"]) for r in data)
+        B, U = 2 * s["pairs"], s["pairs"]
+    else:
+        P = statistics.mean(len(tok(r["prompt"])["input_ids"]) for r in data)
+        B, U = s["gens"], 1
+    return (B - U) * P * s["n_embd"] >= decode.SHARE_MIN_WORK
+
+
+def _flops_per_step(size: str, kind: str, data: list[dict], tok, completion_len: float,
+                    shared: bool = False) -> float:
     """Model FLOPs of one step (the same for both libraries). The LM head counts only at positions
     whose logits are used, where both libraries stop (TRL 1.16's fused head and ``logits_to_keep``,
     our completion-only scoring): DPO, the positions that predict a completion token; GRPO, one per
     generated token. DPO: policy forward + backward (3 passes) and the reference forward (1) over 2b
     sequences. GRPO: generation (1 pass over P + C tokens: the prompt once, then one token per row
     per step) and the loss pass forward + backward (3). Lengths: the data's means, and the
-    completions' logged mean."""
+    completions' logged mean.
+
+    ``shared``: the work performed when each distinct prompt runs once (ours at the mid and GPT-2
+    sizes): the prompt's tokens count once per distinct prompt instead of once per row (DPO: b of
+    the 2b rows; GRPO: 1 of the G rows, in sampling and in the loss pass). Otherwise the nominal
+    work, the whole rows, which is what TRL computes."""
     s = SIZES[size]
     vocab = s["vocab"] or len(tok)
     if kind == "dpo":
@@ -197,10 +228,12 @@ def _flops_per_step(size: str, kind: str, data: list[dict], tok, completion_len:
         completion = [len(tok(r["chosen"])["input_ids"]) + 1 for r in data]
         T, C = statistics.mean(total), statistics.mean(completion)
         rows = 2 * s["pairs"]
-        return _model_flops(s["n_layer"], s["n_embd"], vocab, rows * T, rows * C, T, 4)
+        tokens = rows * T - (s["pairs"] * (T - C) if shared else 0)  # the prompt once per pair
+        return _model_flops(s["n_layer"], s["n_embd"], vocab, tokens, rows * C, T, 4)
     P = statistics.mean(len(tok(r["prompt"])["input_ids"]) for r in data)
     T = P + completion_len
-    return _model_flops(s["n_layer"], s["n_embd"], vocab, s["gens"] * T, s["gens"] * completion_len, T, 1 + 3)
+    tokens = s["gens"] * T - ((s["gens"] - 1) * P if shared else 0)  # the prompt once per group
+    return _model_flops(s["n_layer"], s["n_embd"], vocab, tokens, s["gens"] * completion_len, T, 1 + 3)
 
 
 def _run_case(case: str, size: str, folder: Path, steps: int, warmup: int, threads: int, profile: bool = False) -> dict:
@@ -217,6 +250,9 @@ def _run_case(case: str, size: str, folder: Path, steps: int, warmup: int, threa
         import trl  # noqa: F401
     else:
         import alignlings.trainers  # noqa: F401  (takes plain lists: no datasets / pyarrow import)
+        from alignlings.trainers import decode
+
+        decode.PREFIX_SHARING = lib != NOSHARE  # the option: every row runs its whole sequence
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import_s = time.perf_counter() - t0
@@ -305,6 +341,7 @@ def _run_case(case: str, size: str, folder: Path, steps: int, warmup: int, threa
               for k in ("sampling", "rewards", "no-grad scoring", "backward", "optimizer")}
     phases["rest"] = 1.0 - sum(phases.values())
     completion_len = _mean_completion_length(trainer, lib) if kind == "grpo" else 0.0
+    shared = lib == "ours" and _shares_prompt(size, kind, data, tok)
     peak = _peak_rss_mb()
     return {"case": case, "size": size, "steps_per_s": n / wall,
             # steps per second of this process's own CPU time: what other jobs on a shared machine steal
@@ -314,7 +351,10 @@ def _run_case(case: str, size: str, folder: Path, steps: int, warmup: int, threa
             "beyond_imports_mb": peak - rss_imports, "training_mb": peak - rss_setup,
             "import_s": import_s, "setup_s": setup_s, "steps": len(stamps), "threads": torch.get_num_threads(),
             "gradient_checkpointing": checkpointing, "phases": phases, "completion_len": completion_len,
-            "flops_per_step": _flops_per_step(size, kind, data, tok, completion_len)}
+            "flops_per_step": _flops_per_step(size, kind, data, tok, completion_len),
+            # the work this case's kernels performed: less than the nominal where a prompt ran once per group
+            "performed_flops_per_step": _flops_per_step(size, kind, data, tok, completion_len, shared),
+            "prompt_shared": shared}
 
 
 def _mean_completion_length(trainer, lib: str) -> float:
@@ -374,30 +414,39 @@ def _measure(case: str, size: str, folder: Path, steps: int, warmup: int, thread
 PHASES = ("sampling", "rewards", "no-grad scoring", "backward", "optimizer", "rest")
 
 
-def paired_ratios(runs: dict) -> dict:
-    """(size, case) -> the per-run ratios ours / that case (by wall and by CPU time): run r of each case
-    ran next to run r of ours (the cases are interleaved), so a slow spell of a shared machine hits
-    both sides of a ratio, where it would move one side of a ratio of medians."""
+def paired_ratios(runs: dict, base: str = "ours") -> dict:
+    """(size, case) -> the per-run ratios ``base`` / that TRL case (by wall and by CPU time): run r of
+    each case ran next to run r of ours (the cases are interleaved), so a slow spell of a shared
+    machine hits both sides of a ratio, where it would move one side of a ratio of medians.
+    ``base="ours_noshare"``: ours with prompt sharing off, the same work as TRL."""
     out = {}
     for (size, case), theirs in runs.items():
-        ours = runs.get((size, "ours-" + case.split("-")[1]))
-        if ours is None or case.startswith("ours"):
+        ours = runs.get((size, f"{base}-" + case.split("-")[1]))
+        if ours is None or not case.startswith("trl"):
             continue
         pairs = list(zip(ours, theirs))
         out[(size, case)] = {key: [o[key] / t[key] for o, t in pairs] for key in ("steps_per_s", "cpu_steps_per_s")}
     return out
 
 
-def tables(median: dict, rate: dict[str, float], paired: dict | None = None) -> str:
+def tables(median: dict, rate: dict[str, float], paired: dict | None = None, paired_noshare: dict | None = None) -> str:
     """Markdown: speed and memory ratios per size and trainer, then FLOP/s and where the time goes.
 
     A ratio is the median of the per-run ratios (``paired_ratios``), with their range when there are
-    several runs; without per-run results (old records), the ratio of the medians."""
-    speed = ["| size | trainer | ours steps/s | TRL steps/s (fair / default) | ratio, wall (fair / default) "
-             "| ratio, CPU time (fair / default) | memory beyond imports: ours / TRL fair / TRL default "
-             "| training memory: ours / TRL fair / TRL default |", "|---|---|---|---|---|---|---|---|"]
-    flops = ["| size | case | model GFLOP/step | achieved GFLOP/s (CPU time) | of matmul rate | "
-             + " | ".join(PHASES) + " |", "|---|---|---|---|---|" + "---|" * len(PHASES)]
+    several runs; without per-run results (old records), the ratio of the medians. "sharing off":
+    ours with ``decode.PREFIX_SHARING = False`` against TRL fair, the same work on both sides; where
+    ours shares a prompt (the "work" column says "shared") the plain ratio is not the same work.
+
+    FLOP/s twice: of the nominal work (the whole rows, what TRL computes: the rate that would do TRL's
+    work in our time) and of the work performed (the prompt counted once per group where ours shares
+    it: what our kernels reach)."""
+    speed = ["| size | trainer | work | ours steps/s | TRL steps/s (fair / default) | ratio, wall (fair / default) "
+             "| ratio, CPU time (fair / default) | ratio, CPU time, sharing off (fair) "
+             "| memory beyond imports: ours / TRL fair / TRL default "
+             "| training memory: ours / TRL fair / TRL default |", "|---|---|---|---|---|---|---|---|---|---|"]
+    flops = ["| size | case | nominal GFLOP/step | performed GFLOP/step | nominal GFLOP/s (CPU time) | of matmul rate "
+             "| performed GFLOP/s (CPU time) | of matmul rate | "
+             + " | ".join(PHASES) + " |", "|---|---|---|---|---|---|---|---|" + "---|" * len(PHASES)]
     for size in SIZES:
         for kind in ("grpo", "dpo"):
             ours, fair, default = (median.get((size, f"{lib}-{kind}")) for lib in ("ours", "trl", "trl_default"))
@@ -420,18 +469,41 @@ def tables(median: dict, rate: dict[str, float], paired: dict | None = None) -> 
                         out.append(f"{ours[key] / t[key]:.2f}x")
                 return " / ".join(out)
 
+            noshare = (paired_noshare or {}).get((size, f"trl-{kind}"), {}).get("cpu_steps_per_s")
+            off = "-" if not noshare else f"{statistics.median(noshare):.2f}x" + (
+                f" ({min(noshare):.2f}-{max(noshare):.2f})" if len(noshare) > 1 else "")
+            work = "prompt shared" if ours.get("prompt_shared") else "same"
             speed.append(
-                f"| {size} | {kind.upper()} | {ours['steps_per_s']:.2f} | {pair('steps_per_s', fmt='{:.2f}')} | "
-                f"{ratio('steps_per_s')} | {ratio('cpu_steps_per_s')} | "
+                f"| {size} | {kind.upper()} | {work} | {ours['steps_per_s']:.2f} | {pair('steps_per_s', fmt='{:.2f}')} | "
+                f"{ratio('steps_per_s')} | {ratio('cpu_steps_per_s')} | {off} | "
                 f"{ours['beyond_imports_mb']:.0f} / {pair('beyond_imports_mb', fmt='{:.0f}')} MB | "
                 f"{ours['training_mb']:.0f} / {pair('training_mb', fmt='{:.0f}')} MB |")
-            for lib, m in (("ours", ours), ("trl", fair), ("trl_default", default)):
+            for lib in ("ours", NOSHARE, "trl", "trl_default"):
+                m = median.get((size, f"{lib}-{kind}"))
                 if m is None:
                     continue
-                achieved = m["flops_per_step"] * m["cpu_steps_per_s"]
-                flops.append(f"| {size} | {lib}-{kind} | {m['flops_per_step'] / 1e9:.2f} | {achieved / 1e9:.1f} | "
-                             f"{achieved / rate['cpu']:.0%} | " + " | ".join(f"{m['phases'][p]:.0%}" for p in PHASES) + " |")
+                performed = m.get("performed_flops_per_step", m["flops_per_step"])
+                nominal_rate = m["flops_per_step"] * m["cpu_steps_per_s"]
+                performed_rate = performed * m["cpu_steps_per_s"]
+                flops.append(f"| {size} | {lib}-{kind} | {m['flops_per_step'] / 1e9:.2f} | {performed / 1e9:.2f} | "
+                             f"{nominal_rate / 1e9:.1f} | {nominal_rate / rate['cpu']:.0%} | "
+                             f"{performed_rate / 1e9:.1f} | {performed_rate / rate['cpu']:.0%} | "
+                             + " | ".join(f"{m['phases'][p]:.0%}" for p in PHASES) + " |")
     return "\n".join(speed) + "\n\n" + "\n".join(flops)
+
+
+def per_run_table(runs: dict) -> str:
+    """Markdown: every run's CPU-time ratio to TRL fair, ours and ours with sharing off, in run order."""
+    lines = ["| size | trainer | ours / TRL fair, per run (CPU time) | ours sharing off / TRL fair, per run | runs |",
+             "|---|---|---|---|---|"]
+    for (size, case), ratios in paired_ratios(runs).items():
+        if not case.startswith("trl-"):
+            continue
+        off = paired_ratios(runs, NOSHARE).get((size, case), {}).get("cpu_steps_per_s", [])
+        kind = case.split("-")[1]
+        lines.append(f"| {size} | {kind.upper()} | {', '.join(f'{r:.2f}' for r in ratios['cpu_steps_per_s'])} | "
+                     f"{', '.join(f'{r:.2f}' for r in off) or '-'} | {len(ratios['cpu_steps_per_s'])} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -496,12 +568,14 @@ def main() -> None:
                           f"load {m['load_before']:.1f} -> {m['load_after']:.1f}", flush=True)
     after = matmul_rate(a.threads)
     numeric = ("steps_per_s", "cpu_steps_per_s", "peak_rss_mb", "beyond_imports_mb", "training_mb", "import_s",
-               "setup_s", "flops_per_step", "completion_len")
+               "setup_s", "flops_per_step", "performed_flops_per_step", "completion_len")
     median = {}
     for key, ms in runs.items():
         median[key] = {k: statistics.median(m[k] for m in ms) for k in numeric}
         median[key]["phases"] = {p: statistics.median(m["phases"][p] for m in ms) for p in PHASES}
-    table = tables(median, rate, paired_ratios(runs))
+        median[key]["prompt_shared"] = any(m["prompt_shared"] for m in ms)
+    table = tables(median, rate, paired_ratios(runs), paired_ratios(runs, NOSHARE))
+    table += "\n\n" + per_run_table(runs)
     loads = [v for ms in runs.values() for m in ms for v in (m["load_before"], m["load_after"])]
     load = f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores"
     notes = (f"float32 matmul rate: {rate['cpu'] / 1e9:.1f} GFLOP/s per CPU second before the runs, "
@@ -541,13 +615,16 @@ def _rebuild_tables() -> None:
             tok = AutoTokenizer.from_pretrained(folder / "model")
             for kind in ("grpo", "dpo"):
                 data = json.loads((folder / ("prompts.json" if kind == "grpo" else "pairs.json")).read_text())
-                for lib in ("ours", "trl", "trl_default"):
+                for lib in ("ours", NOSHARE, "trl", "trl_default"):
                     m = median.get((size, f"{lib}-{kind}"))
                     if m is not None:
                         m["flops_per_step"] = _flops_per_step(size, kind, data, tok, m["completion_len"])
+                        m["prompt_shared"] = lib == "ours" and _shares_prompt(size, kind, data, tok)
+                        m["performed_flops_per_step"] = _flops_per_step(size, kind, data, tok, m["completion_len"],
+                                                                        m["prompt_shared"])
     rate = recorded["meta"]["matmul_flops"][0]
     runs = {tuple(k.split("/")): v for k, v in recorded.get("runs", {}).items()}
-    table = tables(median, rate, paired_ratios(runs))
+    table = tables(median, rate, paired_ratios(runs), paired_ratios(runs, NOSHARE))
     md = (RESULTS / "bench_trainers.md").read_text()
     (RESULTS / "bench_trainers.md").write_text(table + md[md.index("\n\nfloat32 matmul rate"):])
     recorded["median"] = {f"{s}/{c}": v for (s, c), v in median.items()}

@@ -187,23 +187,38 @@ def test_cdf_sampler_draws_the_filtered_softmax(make, temperature, top_k, top_p)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
-def test_sampling_in_training_mode_is_eval_sampling_and_keeps_the_mode(dropout):
-    """A model in training mode samples as in eval mode (no dropout acts; with dropout 0 the lean
-    decoder runs without switching modes) and is left in training mode."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+def test_sampling_runs_in_the_models_mode_as_trls_generate_and_keeps_it(dropout):
+    """TRL 1.16's GRPO calls ``generate`` on the model in training mode, so an active dropout acts
+    while sampling. Ours samples in the model's own mode too: without dropout training and eval mode
+    draw the same tokens (the lean decoder, no mode switch); with dropout the training-mode draws are
+    ``generate``'s in training mode for the same seed (``draw="multinomial"``), not eval mode's. The
+    mode is left as it was."""
+    from transformers import GenerationConfig
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                       resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout))
+    model = GPT2LMHeadModel_with_dropout(dropout)
     ids, mask = left_pad_prompts(PROMPTS, PAD)
+    config = GenerationConfig(do_sample=True, max_new_tokens=6, temperature=1.5, top_k=0, top_p=1.0,
+                              pad_token_id=PAD, eos_token_id=[EOS], bos_token_id=EOS)
     draws = []
     for training in (True, False):
         model.train(training)
         torch.manual_seed(2)
-        draws.append(sample_with_cache(model, ids, mask, max_new_tokens=6, temperature=1.5, pad_id=PAD))
+        draws.append(sample_with_cache(model, ids, mask, max_new_tokens=6, temperature=1.5, pad_id=PAD,
+                                       eos_ids=[EOS], draw="multinomial"))
         assert model.training == training
         assert all(m.training == training for m in model.modules())
-    assert torch.equal(draws[0], draws[1])
+        torch.manual_seed(2)
+        expected = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, ids.shape[1]:]
+        assert torch.equal(draws[-1], expected), training
+    assert torch.equal(draws[0], draws[1]) == (dropout == 0.0)
+
+
+def GPT2LMHeadModel_with_dropout(dropout: float):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                      resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout))
 
 
 def test_unknown_draw_is_refused():

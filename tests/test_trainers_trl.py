@@ -276,3 +276,50 @@ def test_grpo_trains_as_trl_on_fixed_completions(tmp_path, monkeypatch):
     logged = [r for r in trainer.state.log_history if "loss" in r]
     for key in ("reward", "reward_std", "completions/mean_length", "learning_rate"):
         assert [r[key] for r in history] == pytest.approx([r[key] for r in logged], abs=1e-5), key
+
+
+@pytest.mark.parametrize("backend", ["cache_exact", "generate"])
+def test_grpo_samples_in_training_mode_with_dropout_as_trl(tmp_path, backend):
+    # TRL 1.16's GRPO samples with ``generate`` on the model in training mode (its training loop calls
+    # ``model.train()``; ``disable_dropout`` defaults to False), so the model's dropout acts while
+    # sampling. The same model with dropout, the same prompts and seed: our GRPOTrainer draws the
+    # completions TRL's ``_generate_single_turn`` draws (``cache_exact`` and ``generate``: the very
+    # tokens; the default ``cache`` draws by inverse CDF from the same distribution).
+    import copy
+
+    import torch
+
+    from alignlings.trainers import GRPOConfig, GRPOTrainer
+
+    trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer")
+    tok = toy.make_tokenizer()
+    G, C = 4, 6
+    model = toy.make_model(tok, n_layer=2, n_embd=32, n_head=2, seed=1)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.3
+    theirs = copy.deepcopy(model)
+    prompts = [{"prompt": "12+34="}, {"prompt": "5+7="}]
+    shared = dict(per_device_train_batch_size=8, num_generations=G, max_completion_length=C, temperature=1.3,
+                  max_steps=1, seed=0)
+    args = GRPOConfig(output_dir=str(tmp_path / "ours"), disable_tqdm=True, save_steps=0, save_final_model=False,
+                      generation_backend=backend, **shared)
+    assert not args.disable_dropout  # TRL's GRPO default
+    ours = GRPOTrainer(model, lambda prompts, **kw: [0.0] * len(prompts), args=args, train_dataset=prompts,
+                       processing_class=tok)
+    cfg = trl_config(trl_grpo.GRPOConfig, save_strategy="no", disable_tqdm=True, **shared)
+    cfg.output_dir = str(tmp_path / "trl")
+    trainer = trl_grpo.GRPOTrainer(model=theirs, reward_funcs=lambda prompts, **kw: [0.0] * len(prompts), args=cfg,
+                                   train_dataset=datasets.Dataset.from_list(prompts), processing_class=tok)
+    trainer.model.train()  # as TRL's training loop leaves it before each step
+    assert ours.model.training and any(m.p > 0 for m in ours.model.modules() if isinstance(m, torch.nn.Dropout))
+    prompt_ids = [ours.prompt_ids[i] for i in (0, 1) for _ in range(G)]
+    torch.manual_seed(11)
+    batch = ours.generate([0, 1])
+    torch.manual_seed(11)
+    trl_ids, _ = trainer._generate_single_turn(prompt_ids, None, {}, G)
+    got = [row[:n] for row, n in zip(batch["completion_ids"].tolist(), batch["lengths"].tolist())]
+    assert got == trl_ids
+    torch.manual_seed(11)
+    model.eval()
+    assert ours.generate([0, 1])["completion_ids"].tolist() != batch["completion_ids"].tolist()  # dropout acted

@@ -55,6 +55,9 @@ ResumeOpt = typer.Option(None, "--resume", help='Resume from a checkpoint folder
 PeftOpt = typer.Option(None, "--use-peft/--no-peft", help="Train LoRA adapters (peft) instead of every weight; TRL's use_peft.")
 LoraROpt = typer.Option(None, "--lora-r", help="LoRA rank (TRL's lora_r; default 16).")
 LoraAlphaOpt = typer.Option(None, "--lora-alpha", help="LoRA scale numerator (TRL's lora_alpha; default 32).")
+ModelForwardOpt = typer.Option(None, "--model-forward/--lean",
+                               help="Score through the model's own forward and sample with generate (the stock "
+                                    "path) instead of the lean decoder; the config field model_forward.")
 LoraTargetsOpt = typer.Option(None, "--lora-target-modules",
                               help="Comma-separated module names, e.g. q_proj,v_proj (default: peft's choice).")
 
@@ -226,9 +229,12 @@ def _trainer_command(kind: str, doc: str):
                 max_steps: Optional[int] = StepsOpt, learning_rate: Optional[float] = LrOpt,
                 seed: Optional[int] = SeedOpt, plot: Optional[bool] = PlotOpt, resume: Optional[str] = ResumeOpt,
                 use_peft: Optional[bool] = PeftOpt, lora_r: Optional[int] = LoraROpt,
-                lora_alpha: Optional[int] = LoraAlphaOpt, lora_target_modules: Optional[str] = LoraTargetsOpt) -> None:
-        _run(kind, config, _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume), model, dataset,
-             (use_peft, lora_r, lora_alpha, lora_target_modules))
+                lora_alpha: Optional[int] = LoraAlphaOpt, lora_target_modules: Optional[str] = LoraTargetsOpt,
+                model_forward: Optional[bool] = ModelForwardOpt) -> None:
+        overrides = _overrides(sets, output_dir, max_steps, learning_rate, seed, plot, resume)
+        if model_forward is not None:
+            overrides["model_forward"] = model_forward
+        _run(kind, config, overrides, model, dataset, (use_peft, lora_r, lora_alpha, lora_target_modules))
 
     command.__doc__ = doc
     command.__name__ = f"{kind}_command"

@@ -137,6 +137,18 @@ class BaseTrainer:
     def unwrapped_model(self) -> torch.nn.Module:
         return unwrap(self.model)
 
+    @property
+    def lean(self) -> bool:
+        """Scoring and sampling may take the lean decoder (``decode.py``; it still steps aside where it
+        does not reproduce the model); False with ``model_forward=True``: the model's own forward
+        and ``generate``."""
+        return not self.args.model_forward
+
+    def lean_check_due(self) -> bool:
+        """This step compares the lean path with ``forward`` (``lean_check_steps``)."""
+        every = self.args.lean_check_steps
+        return bool(every) and self.lean and self.step % every == 0
+
     drop_last = False  # see DataStream
 
     def _setup_optimizer(self, rows_per_step: int, num_rows: int) -> None:

@@ -130,8 +130,29 @@ class TrainerConfig:
     """Passed to ``gradient_checkpointing_enable`` (default None = ``{"use_reentrant": False}``,
     TRL 1.16's default)."""
 
+    model_forward: bool = False
+    """Score through the model's own ``forward`` and sample (GRPO) with its ``generate``, instead of
+    the lean decoder and the KV-cache sampler (ours; default False). The stock path: slower on small
+    models, no dependence on how the lean decoder re-implements a model. The lean path is taken only
+    on the transformers versions its parity tests ran on (``trainers.versions.TESTED_TRANSFORMERS``),
+    elsewhere ``forward`` with one notice. The command line's ``--model-forward``."""
+
+    lean_check_steps: int = 0
+    """Every this many steps, score the step's first batch through both the lean decoder and the
+    model's ``forward`` (no gradient) and stop with an error naming the difference when their
+    completion log-probs differ by more than ``lean_check_tolerance`` (default 0 = never). A guard
+    against silent drift when transformers changes under the lean decoder."""
+
+    lean_check_tolerance: float = 1e-3
+    """Largest difference of a completion token's log-prob the ``lean_check_steps`` check accepts
+    (default 1e-3: float32 rounding stays near 1e-5; bf16 needs about 0.1)."""
+
     def __post_init__(self) -> None:
         check_range("learning_rate", float(self.learning_rate), low=0.0)
+        check_range("lean_check_steps", self.lean_check_steps, low=0)
+        check_range("lean_check_tolerance", float(self.lean_check_tolerance), low=0.0, low_open=True)
+        if not isinstance(self.model_forward, bool):
+            raise ValueError(f"model_forward: expected true or false, got {self.model_forward!r}")
         _positive_int("per_device_train_batch_size", self.per_device_train_batch_size)
         _positive_int("gradient_accumulation_steps", self.gradient_accumulation_steps)
         if self.max_steps != -1:
@@ -230,6 +251,15 @@ class GRPOConfig(TrainerConfig):
     top_k: int = 0
     """Keep the k most likely tokens when sampling (default 0 = off)."""
 
+    min_p: float | None = None
+    """Drop tokens whose probability is under ``min_p`` times the likeliest token's, after temperature
+    (transformers' ``MinPLogitsWarper``; default None = off, TRL's; typical values 0.01-0.2)."""
+
+    repetition_penalty: float = 1.0
+    """Divide the logit of a token already in the row (the prompt's or drawn) by this when positive,
+    multiply when negative (transformers' ``RepetitionPenaltyLogitsProcessor``; default 1.0 = off,
+    TRL's). Sampling only: the loss's log-probs are those of logits / temperature, as in TRL."""
+
     beta: float = 0.0
     """KL coefficient toward the reference (default 0.0, TRL's: no reference model is loaded;
     the DeepSeekMath paper uses 0.04)."""
@@ -277,7 +307,9 @@ class GRPOConfig(TrainerConfig):
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (default False)."""
 
     disable_dropout: bool = False
-    """Set every dropout probability to 0 (default False, TRL's GRPO default)."""
+    """Set every dropout probability to 0 (default False, TRL's GRPO default: a model with dropout
+    then samples and trains with it, in training mode, as TRL; such a model goes through ``forward``,
+    since the lean decoder reproduces no dropout)."""
 
     learning_rate: float = 1e-6
     """Peak AdamW learning rate (default 1e-6, TRL's)."""
@@ -299,6 +331,9 @@ class GRPOConfig(TrainerConfig):
         check_range("temperature", float(self.temperature), low=0.0, low_open=True)
         check_range("top_p", float(self.top_p), low=0.0, high=1.0, low_open=True)
         check_range("top_k", self.top_k, low=0)
+        if self.min_p is not None:
+            check_range("min_p", float(self.min_p), low=0.0, high=1.0)
+        check_range("repetition_penalty", float(self.repetition_penalty), low=0.0, low_open=True)
         check_range("beta", float(self.beta), low=0.0)
         check_range("epsilon", float(self.epsilon), low=0.0)
         if self.epsilon_high is not None:
@@ -357,8 +392,9 @@ class LoraArgs:
     lora_alpha: int = 32
     """Scale: the adapter's output is multiplied by ``lora_alpha / lora_r``."""
     lora_dropout: float = 0.05
-    """Dropout on the adapter's input. The adapters are added before ``disable_dropout`` (default True)
-    runs, so that sets it to 0, in TRL as here; it acts only with ``disable_dropout = false``."""
+    """Dropout on the adapter's input. The adapters are added before ``disable_dropout`` (default True
+    for DPO and the reward model, False for GRPO, TRL 1.16's) runs, so that sets it to 0 when on, in
+    TRL as here; it acts only with ``disable_dropout = false``."""
     lora_target_modules: list[str] | None = None
     """Module names to adapt (e.g. ``["q_proj", "v_proj"]``); None: peft's default for the architecture."""
 

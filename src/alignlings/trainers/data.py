@@ -220,18 +220,28 @@ def left_pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[tor
     return pad(prompts, pad_id, "left"), pad([[1] * len(p) for p in prompts], 0, "left")
 
 
-def completion_mask_until_eos(completion_ids: torch.Tensor,
-                              eos_id: int | Sequence[int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_mask_until_eos(completion_ids: torch.Tensor, eos_id: int | Sequence[int] | None,
+                              pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Mask [B, C] over generated tokens up to and including the first EOS (any of ``eos_id`` when it
-    is a list), and a [B] bool "truncated" flag for rows that never produced one. Tokens after EOS are
-    padding."""
+    is a list), and a [B] bool "truncated" flag. Tokens after EOS are padding.
+
+    "Truncated" is TRL 1.16's rule (``GRPOTrainer``: ``ids[-1] not in eos_and_pad``): the last token
+    kept is neither an EOS nor ``pad_id``. So a row without EOS whose last drawn token is the pad id
+    (an ordinary token of the vocabulary when the pad is not the EOS) is not truncated, as in TRL."""
     B, C = completion_ids.shape
     eos_ids = [] if eos_id is None else [eos_id] if isinstance(eos_id, int) else list(eos_id)
+    device = completion_ids.device
     if not eos_ids:
-        return torch.ones(B, C, dtype=torch.long, device=completion_ids.device), torch.ones(B, dtype=torch.bool)
-    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))  # [B, C]
+        mask = torch.ones(B, C, dtype=torch.long, device=device)
+        truncated = torch.ones(B, dtype=torch.bool, device=device) if pad_id is None or not C else \
+            completion_ids[:, -1] != pad_id
+        return mask, truncated
+    is_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=device))  # [B, C]
     has_eos = is_eos.any(dim=1)
-    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full((B,), C, device=completion_ids.device))
-    positions = torch.arange(C, device=completion_ids.device).expand(B, C)
+    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), torch.full((B,), C, device=device))
+    positions = torch.arange(C, device=device).expand(B, C)
     mask = (positions <= first_eos.unsqueeze(1)).long()
-    return mask, ~has_eos
+    truncated = ~has_eos
+    if pad_id is not None and C:  # a row without EOS keeps all C tokens: its last one is the last column
+        truncated = truncated & (completion_ids[:, -1] != pad_id)
+    return mask, truncated

@@ -49,6 +49,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as module_mod
 
+from alignlings.trainers.versions import lean_path_tested
+
 
 def _hooked(module: torch.nn.Module) -> bool:
     """True when ``module`` has a forward, forward-pre or backward hook of its own."""
@@ -79,8 +81,10 @@ def _direct(module: Any) -> Any:
     if kind is torch.nn.Linear:
         return lambda x: F.linear(x, p["weight"], p["bias"])
     if kind is torch.nn.LayerNorm:
-        shape, eps = module.normalized_shape, module.eps
-        return lambda x: F.layer_norm(x, shape, p["weight"], p["bias"], eps)
+        # eps and the shape too are read at each call: a plan outlives a pass, and ``module.eps = ...``
+        # after the first pass must act as it does in ``forward``
+        d = module.__dict__
+        return lambda x: F.layer_norm(x, d["normalized_shape"], p["weight"], p["bias"], d["eps"])
     if kind.__name__ == "Conv1D" and kind.__module__.startswith("transformers."):  # GPT-2's x @ W + b
         nf = module.nf
         # [N, in] rows (the GPT-2 decoder's flat layout) in one kernel; any other shape via [N, in]
@@ -100,6 +104,11 @@ def _direct(module: Any) -> Any:
 #: (width 768; DPO 2 x 96, GRPO 3 x 64: 147k) it saves a fifth of the step or more.
 SHARE_MIN_WORK = 32768
 
+#: Prefix sharing on (default) or off for the whole process: ``decode.PREFIX_SHARING = False`` makes
+#: every row run its whole sequence, as ``forward`` and TRL do (the same results; the benchmark's
+#: "sharing off" cases measure the same work as TRL with it).
+PREFIX_SHARING = True
+
 
 def hidden_size(model: Any) -> int:
     """The model's hidden width (``hidden_size``; GPT-2 maps it to ``n_embd``), 1 when unknown."""
@@ -110,6 +119,8 @@ def may_share(B: int, width: int | None, hidden: int = 1) -> bool:
     """False when sharing a prefix of ``width`` positions among B rows could not reach
     ``SHARE_MIN_WORK`` even if all B rows held the same one; checked before looking for repeats
     (``torch.unique`` over rows is a slow kernel, ~20-100 us on the benchmark's tiny batches)."""
+    if not PREFIX_SHARING:
+        return False
     return width is None or (B - 1) * width * hidden >= SHARE_MIN_WORK
 
 
@@ -364,7 +375,7 @@ class GPT2Decoder(LeanDecoder):
         attn = block.attn
         return {"ln_1": self.call_flat(block.ln_1), "c_attn": self.call_flat(attn.c_attn),
                 "c_proj": self.call_flat(attn.c_proj), "ln_2": self.call_flat(block.ln_2), "mlp": mlp_fn, "split": attn.split_size, "head_dim": attn.head_dim,
-                "scaling": attn.scaling}
+                "attn": attn.__dict__}  # its ``scaling`` read at each call, as forward reads it
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keep: int = 1,
                 select: torch.Tensor | None = None) -> torch.Tensor:
@@ -378,7 +389,7 @@ class GPT2Decoder(LeanDecoder):
             # [BT, 3E] -> [3, B, H, T, D]: the same strided views as split + view + transpose, in
             # three operators instead of seven (and three autograd nodes instead of seven)
             q, k, v = blk["c_attn"](x).view(B, T, 3, -1, blk["head_dim"]).permute(2, 0, 3, 1, 4).unbind(0)
-            h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["scaling"], flat=True))
+            h = h + blk["c_proj"](self.attend(i, q, k, v, mask, blk["attn"]["scaling"], flat=True))
             h = h + blk["mlp"](blk["ln_2"](h))
         self.length += T
         if select is None:
@@ -419,7 +430,7 @@ class LlamaDecoder(LeanDecoder):
                 "k_norm": None if k_norm is None else self.call(k_norm),
                 "post_attention_layernorm": self.call(layer.post_attention_layernorm),
                 "mlp": self.call(layer.mlp),
-                "scaling": attn.scaling,
+                "attn": attn.__dict__,  # its ``scaling`` read at each call, as forward reads it
             })
         self.windows = [_window(model, layer) for layer in inner.layers]
 
@@ -439,7 +450,7 @@ class LlamaDecoder(LeanDecoder):
             q, k = q.transpose(1, 2), k.transpose(1, 2)  # [B, H, T, D], [B, H_kv, T, D]
             v = v_proj(x).view(shape).transpose(1, 2)
             q, k = self.rotary(q, k, cos, sin)
-            h = h + o_proj(self.attend(i, q, k, v, masks[i], layer["scaling"]))
+            h = h + o_proj(self.attend(i, q, k, v, masks[i], layer["attn"]["scaling"]))
             h = h + layer["mlp"](layer["post_attention_layernorm"](h))
         self.length += T
         logits = self.lm_head(self.norm(self._kept(h, keep, select)))  # [B, K, V] or [N, V]
@@ -487,6 +498,10 @@ def _scan(model: Any) -> tuple[bool, list[torch.nn.Module], tuple[int, ...]]:
         state = m.__dict__  # plain attribute reads: nn.Module.__getattr__ on a missing name is slow
         if state.get("gradient_checkpointing") or (state["training"] and isinstance(m, torch.nn.Dropout) and m.p > 0):
             blocked = True
+        # Llama-layout attention keeps its dropout as a float on the module (``attention_dropout``,
+        # read by forward at each call), which may differ from the config's: read it here, each pass
+        elif state["training"] and (state.get("attention_dropout") or 0.0) > 0:
+            blocked = True
         if state["_forward_hooks"] or state["_forward_pre_hooks"] or state["_backward_hooks"] \
                 or state.get("_backward_pre_hooks"):
             hooked.append(m)
@@ -526,10 +541,14 @@ def lean_decoder(model: Any, key_mask: torch.Tensor, cache: bool = True, scoring
     """A ``LeanDecoder`` for ``model`` (unwrapped from DDP), or None where only ``forward`` will do.
 
     A model qualifies when its class is in ``LEAN_MODELS``; in training mode only when no dropout is
-    active (the trainers' default ``disable_dropout=True`` sets every dropout to 0) and activation
+    active (neither a ``Dropout`` module nor an attention module's ``attention_dropout``, read at each
+    pass; DPO's and the reward model's default ``disable_dropout=True`` sets them to 0) and activation
     checkpointing is off; and only when every hook would run: global module hooks, or a hook on a
     module the decoder replaces (a decoder layer, an attention module, the model itself, a peft
-    wrapper), send the pass through ``forward``."""
+    wrapper), send the pass through ``forward``; so does a transformers version outside
+    ``versions.TESTED_TRANSFORMERS`` (with one notice)."""
+    if not lean_path_tested():  # the installed transformers is not one the parity tests ran on
+        return None
     base = _base(model)
     cfg = getattr(base, "config", None)
     kind = LEAN_MODELS.get(type(base).__name__)

@@ -32,7 +32,7 @@ from alignlings.trainers.data import (
 from alignlings.trainers import decode
 from alignlings.trainers.distributed import unwrap
 from alignlings.trainers.modeling import (
-    ScoredPositions, completion_sums, disable_dropout, is_peft_model, prepare_model, scored_positions,
+    ScoredPositions, check_lean_path, completion_sums, disable_dropout, is_peft_model, prepare_model, scored_positions,
 )
 
 
@@ -158,9 +158,9 @@ class DPOTrainer(BaseTrainer):
             if self.ref_is_base:
                 model = unwrap(self.model)
                 with model.disable_adapter():
-                    ref_sum, _, _ = self.sequence_logps(model, batch, lean=True)
+                    ref_sum, _, _ = self.sequence_logps(model, batch, lean=self.lean)
             else:
-                ref_sum, _, _ = self.sequence_logps(self.ref_model, batch, lean=True)
+                ref_sum, _, _ = self.sequence_logps(self.ref_model, batch, lean=self.lean)
         return ref_sum.clone().chunk(2)
 
     @torch.no_grad()
@@ -181,7 +181,10 @@ class DPOTrainer(BaseTrainer):
         logged = []
         for i, indices in enumerate(micro):
             batch = self.collate(indices)
-            policy_sum, lengths, logits = self.sequence_logps(self.model, batch, lean=True)
+            if i == 0 and self.lean_check_due():
+                check_lean_path(self.model, lambda lean: self.sequence_logps(self.unwrapped_model, batch, lean=lean)[0],
+                                step=self.step, tolerance=args.lean_check_tolerance)
+            policy_sum, lengths, logits = self.sequence_logps(self.model, batch, lean=self.lean)
             chosen, rejected = policy_sum.chunk(2)  # [b] each
             chosen_len, rejected_len = lengths.chunk(2)
             ref_chosen, ref_rejected = self.reference_logps(batch, indices)

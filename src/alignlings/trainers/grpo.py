@@ -44,8 +44,8 @@ from alignlings.trainers.data import (
 )
 from alignlings.trainers.distributed import all_gather_cat, all_reduce_sum
 from alignlings.trainers.modeling import (
-    completion_logprobs, disable_dropout, eos_token_ids, generation_config, is_peft_model, masked_entropy,
-    prepare_model, sample, sample_with_cache,
+    check_lean_path, completion_logprobs, disable_dropout, eos_token_ids, generation_config, is_peft_model, masked_entropy,
+    prepare_model, sample, sample_with_cache, sampler_logprobs,
 )
 
 RewardFunc = Callable[..., Sequence[float | None]]
@@ -101,7 +101,8 @@ class GRPOTrainer(BaseTrainer):
         self.eos_ids = eos_token_ids(processing_class, self.unwrapped_model)
         self.gen_config = generation_config(
             processing_class, max_new_tokens=args.max_completion_length, temperature=args.temperature,
-            top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id, eos_ids=self.eos_ids,
+            top_p=args.top_p, top_k=args.top_k, pad_id=self.pad_id, eos_ids=self.eos_ids, min_p=args.min_p,
+            repetition_penalty=args.repetition_penalty,
         )
         self.ref_model = None
         self.ref_is_base = args.beta > 0 and ref_model is None and is_peft_model(self.unwrapped_model)
@@ -127,15 +128,17 @@ class GRPOTrainer(BaseTrainer):
         prompt_ids, prompt_mask = left_pad_prompts(prompts, self.pad_id)
         prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
         args = self.args
-        if args.generation_backend == "generate":
+        if args.generation_backend == "generate" or args.model_forward:
             completion_ids = sample(self.model, prompt_ids, prompt_mask, self.gen_config)  # [B, C]
         else:
             completion_ids = sample_with_cache(
                 self.model, prompt_ids, prompt_mask, max_new_tokens=args.max_completion_length,
                 temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, eos_ids=self.eos_ids,
                 pad_id=self.pad_id, draw="multinomial" if args.generation_backend == "cache_exact" else "cdf",
+                min_p=args.min_p, repetition_penalty=args.repetition_penalty,
             )
-        until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids)
+        # truncated: TRL's rule, the last kept token is neither an EOS nor the pad id
+        until_eos, truncated = completion_mask_until_eos(completion_ids, self.eos_ids, self.pad_id)
         completion_ids = completion_ids.masked_fill(until_eos == 0, self.pad_id)
         completion_mask = until_eos
         if self.args.mask_truncated_completions:  # still scored, but left out of the loss
@@ -189,7 +192,7 @@ class GRPOTrainer(BaseTrainer):
             for rows in self.micro_batches(list(range(batch["input_ids"].shape[0]))):
                 logps, _ = completion_logprobs(
                     model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                    temperature=self.args.temperature, logits_to_keep=C + 1, lean=True,
+                    temperature=self.args.temperature, logits_to_keep=C + 1, lean=self.lean,
                 )
                 out.append(logps.per_token)
         return torch.cat(out).clone()
@@ -246,6 +249,18 @@ class GRPOTrainer(BaseTrainer):
         metrics = dict(zip(keys, torch.stack([v.to(device="cpu", dtype=torch.float64) for v in values]).tolist()))
         return metrics
 
+    def _lean_check_logps(self, batch: dict, rows: list[int], lean: bool) -> torch.Tensor:
+        """What ``lean_check_steps`` compares for GRPO: the scoring pass's completion log-probs of the
+        first micro-batch, and the sampler's prefill and first token step on its prompts."""
+        C = batch["completion_ids"].shape[1]
+        ids, mask = batch["input_ids"][rows], batch["attention_mask"][rows]
+        scored = completion_logprobs(self.unwrapped_model, ids, mask, batch["completion_mask"][rows],
+                                     temperature=self.args.temperature, logits_to_keep=C + 1, lean=lean)[0].per_token
+        P = ids.shape[1] - C
+        sampled = sampler_logprobs(self.unwrapped_model, ids[:, :P], mask[:, :P], ids[:, P:P + 1], lean=lean,
+                                   scoring=self.args.generation_backend == "cache")
+        return torch.cat([scored.flatten(), sampled.flatten()])
+
     # -- loss, step, log -----------------------------------------------------------------------------
 
     def training_step(self, indices: list[int]) -> dict[str, float]:
@@ -264,10 +279,13 @@ class GRPOTrainer(BaseTrainer):
             num_items, scale = None, 1.0 / len(micro)
 
         logged, total_loss, entropy_sum, entropy_count = [], 0.0, 0.0, 0.0
+        if self.lean_check_due():
+            check_lean_path(self.model, lambda lean: self._lean_check_logps(batch, micro[0], lean), step=self.step,
+                            tolerance=args.lean_check_tolerance)
         for i, rows in enumerate(micro):
             logps, logits = completion_logprobs(
                 self.model, batch["input_ids"][rows], batch["attention_mask"][rows], batch["completion_mask"][rows],
-                temperature=args.temperature, logits_to_keep=C + 1, lean=True,
+                temperature=args.temperature, logits_to_keep=C + 1, lean=self.lean,
             )
             per_token = logps.per_token  # [b, C]
             mask = batch["completion_mask"][rows][:, -C:]

@@ -12,6 +12,7 @@ Any ``AutoModelForCausalLM`` works. Two details matter for correctness:
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -260,6 +261,53 @@ def _scored_logps(model, input_ids, attention_mask, positions: ScoredPositions, 
     return logps, logits
 
 
+def sampler_logprobs(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                     next_ids: torch.Tensor, *, lean: bool, scoring: bool = True) -> torch.Tensor:
+    """[B, 2, V] log-softmax of what the sampler computes for left-padded prompts [B, P]: the
+    prefill's last logits and one token step's (feeding ``next_ids`` [B, 1]), through the lean
+    decoder (``lean``; ``scoring``: the default sampler's fused GELU) or the model's ``forward``
+    with its cache. For the ``lean_check_steps`` check of the sampling path."""
+    model = unwrap(model)
+    B, P = prompt_ids.shape
+    mask = torch.ones(B, P + 1, dtype=torch.long, device=prompt_ids.device)
+    mask[:, :P] = prompt_mask
+    positions = position_ids(mask[:, :P])
+    decoder = lean_decoder(model, mask, scoring=scoring) if lean else None
+    if decoder is not None:
+        first = decoder.prefill(prompt_ids, positions)[:, -1]
+        second = decoder.forward(next_ids, positions[:, -1:] + 1)[:, -1]
+    else:
+        first, past = _cache_forward(model, prompt_ids, mask[:, :P], positions, None)
+        second, _ = _cache_forward(model, next_ids, mask, positions[:, -1:] + 1, past)
+    return torch.stack([first, second], dim=1).float().log_softmax(-1)
+
+
+def check_lean_path(model: torch.nn.Module, score, *, step: int, tolerance: float) -> float | None:
+    """The opt-in drift check (``lean_check_steps``): ``score(lean)`` -> completion log-probs of one
+    batch, run once through the lean decoder and once through the model's ``forward``, without
+    gradient; a ``RuntimeError`` naming the step, the difference and the way out when they differ by
+    more than ``tolerance``. Returns the difference, or None where ``model`` takes no lean path
+    (then both would be ``forward``; with an active dropout they would differ by chance)."""
+    from alignlings.trainers.decode import lean_decoder
+
+    inner = unwrap(model)
+    probe = torch.ones(1, 2, dtype=torch.long, device=next(inner.parameters()).device)
+    if lean_decoder(inner, probe, cache=False) is None:
+        return None
+    with torch.no_grad():
+        lean, stock = score(True).float(), score(False).float()
+    diff = float((lean - stock).abs().max()) if lean.numel() else 0.0
+    if not diff <= tolerance:  # NaN fails too
+        import transformers
+
+        raise RuntimeError(
+            f"lean_check_steps: at step {step} the lean decoder's log-probs differ from the model's own "
+            f"forward by {diff:.3g} (lean_check_tolerance = {tolerance:g}; {type(inner).__name__}, transformers "
+            f"{transformers.__version__}). The lean decoder does not reproduce this model here: train with "
+            "model_forward = true (--model-forward), and please report the model and versions.")
+    return diff
+
+
 @torch.no_grad()
 def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> tuple[float, float]:
     """(sum, count) of the per-token entropy of softmax(logits / T) over masked positions.
@@ -285,7 +333,8 @@ def eos_token_ids(tokenizer, model: torch.nn.Module | None = None) -> list[int]:
 
 
 def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top_p: float, top_k: int,
-                      pad_id: int, eos_ids: list[int] | None = None):
+                      pad_id: int, eos_ids: list[int] | None = None, min_p: float | None = None,
+                      repetition_penalty: float = 1.0):
     """A sampling ``GenerationConfig`` built once (``generate`` re-validates any kwargs every call).
 
     ``top_k`` goes in as given, 0 included, as TRL passes it: 0 turns top-k filtering off, while
@@ -298,30 +347,49 @@ def generation_config(tokenizer, *, max_new_tokens: int, temperature: float, top
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
+        min_p=min_p,
+        repetition_penalty=repetition_penalty,
         pad_token_id=pad_id,
         eos_token_id=eos_ids if eos_ids is not None else tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
     )
 
 
+@contextmanager
+def checkpointing_suspended(model: torch.nn.Module):
+    """Activation checkpointing off for the block, back on after it: TRL 1.16 samples so
+    (``unwrap_model_for_generation`` calls ``gradient_checkpointing_disable`` around ``generate``),
+    and a checkpointed layer in training mode would refuse the KV cache. The modules' own
+    ``gradient_checkpointing`` flags are flipped and restored (no checkpointing settings lost)."""
+    flagged = [m for m in model.modules() if m.__dict__.get("gradient_checkpointing") is True]
+    for m in flagged:
+        m.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for m in flagged:
+            m.gradient_checkpointing = True
+
+
 def sample(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config) -> torch.Tensor:
     """Completion ids [B, C] sampled with ``generate`` from left-padded prompts [B, P].
 
-    Runs in eval mode (no dropout while sampling) under inference mode, then copies the ids out of
-    inference mode so a later forward with gradient may use them."""
+    Runs in the model's own mode, as TRL 1.16's GRPO does (its model is in training mode, so an
+    active dropout acts while sampling; ``disable_dropout=True`` turns it off), with activation
+    checkpointing suspended, under inference mode; the ids are copied out of inference mode so a
+    later forward with gradient may use them."""
     model = unwrap(model)
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode():
+    with torch.inference_mode(), checkpointing_suspended(model):
         out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
-    model.train(was_training)
     return out[:, prompt_ids.shape[1]:].clone()
 
 
-def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                  min_p: float | None = None) -> torch.Tensor:
     """[B, V] float32 scores to sample from: transformers' sampling warpers in ``generate``'s order and
-    arithmetic (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``), each applied
-    only when it is active, so a seeded draw picks the same token ``generate`` would."""
+    arithmetic (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``,
+    ``MinPLogitsWarper``), each applied only when it is active, so a seeded draw picks the same token
+    ``generate`` would."""
     if temperature != 1.0:
         logits = logits / temperature
     if top_k:
@@ -332,7 +400,20 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
         remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)
         remove[..., -1:] = False
         logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), -float("inf"))
+    if min_p is not None:  # tokens under min_p times the top token's probability, after temperature
+        probs = torch.softmax(logits, dim=-1)
+        remove = probs < min_p * probs.amax(dim=-1, keepdim=True)
+        remove.scatter_(-1, torch.topk(probs, 1, dim=-1).indices, False)  # the top token always stays
+        logits = logits.masked_fill(remove, -float("inf"))
     return logits
+
+
+def penalize_repeats(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """transformers' ``RepetitionPenaltyLogitsProcessor`` (CTRL, Keskar et al., 2019) on [B, V] float32
+    logits: a token already in the row (``seen`` [B, V], the prompt's real tokens and those drawn so
+    far: transformers 5 skips the left padding) gets its logit divided by ``penalty`` when positive,
+    multiplied when negative. The same arithmetic, so the same draws as ``generate``."""
+    return torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
 
 
 def _cache_forward(model, input_ids, attention_mask, positions, past):
@@ -377,12 +458,13 @@ def draw_tokens(probs: torch.Tensor, draw: str = "cdf") -> torch.Tensor:
 def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
                       max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                       eos_ids: list[int] | tuple[int, ...] = (), pad_id: int = 0, lean: bool = True,
-                      draw: str = "cdf") -> torch.Tensor:
+                      draw: str = "cdf", min_p: float | None = None, repetition_penalty: float = 1.0) -> torch.Tensor:
     """Completion ids [B, C] sampled from left-padded prompts [B, P]: a lean ``generate``.
 
     One prefill forward over the prompts fills the model's KV cache; then each step feeds only the B
     new tokens with their positions (``cumsum(mask) - 1``, as ``generate``) and the grown attention
-    mask, filters the last logits (``filter_logits``), draws from the softmax (``draw_tokens``),
+    mask, penalizes repeated tokens (``penalize_repeats``, with ``repetition_penalty`` != 1), filters
+    the last logits (``filter_logits``: temperature, top-k, top-p, ``min_p``), draws from the softmax (``draw_tokens``),
     writes ``pad_id`` after a row's first EOS (any of ``eos_ids``), and stops when every row has
     ended or after ``max_new_tokens``. None of ``generate``'s per-step machinery (input
     preparation, logits-processor lists, stopping criteria, output objects) runs.
@@ -396,42 +478,30 @@ def sample_with_cache(model: torch.nn.Module, prompt_ids: torch.Tensor, prompt_m
 
     ``lean``: for GPT-2 and Llama-layout models, run the steps through ``decode.LeanDecoder`` (the
     model's own modules, a preallocated KV cache, no per-call mask building or output objects);
-    other models, or ``lean=False``, call the model's ``forward`` with its cache, in eval mode.
+    other models, or ``lean=False``, call the model's ``forward`` with its cache.
 
-    Runs under inference mode; the result is copied out of inference mode. Dropout never acts: the
-    lean decoder is taken in training mode only when every dropout is 0 and no module has hooks (a
-    hook might read ``module.training``); otherwise the model is put in eval mode for the loop.
+    Runs under inference mode in the model's own mode, as TRL 1.16's GRPO samples (``generate`` on
+    the model in training mode): an active dropout acts (the lean decoder then gives way to
+    ``forward``, whose dropout draws from the RNG), activation checkpointing is suspended for the
+    loop; the result is copied out of inference mode.
     """
     if draw not in DRAWS:
         raise ValueError(f"draw: expected one of {DRAWS}, got {draw!r}")
     model = unwrap(model)
     B, P = prompt_ids.shape
     device = prompt_ids.device
-    was_training = model.training
-    with torch.inference_mode():
+    with torch.inference_mode(), checkpointing_suspended(model):
         mask = torch.ones(B, P + max_new_tokens, dtype=torch.long, device=device)  # grown by slicing
         mask[:, :P] = prompt_mask
         positions = position_ids(mask[:, :P])
-        fused = draw == "cdf"
-        decoder = lean_decoder(model, mask, scoring=fused) if lean and was_training else None
-        if decoder is not None and decoder.hooked:
-            decoder = None  # in eval mode below, as forward would run it
-        switch = decoder is None and was_training  # the lean decoder needs no eval mode: no dropout acts
-        if switch:
-            model.eval()
-        try:
-            if decoder is None and lean:
-                decoder = lean_decoder(model, mask, scoring=fused)
-            tokens = _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature,
-                                  top_k, top_p, eos_ids, pad_id, draw)
-        finally:
-            if switch:
-                model.train(was_training)
+        decoder = lean_decoder(model, mask, scoring=draw == "cdf") if lean else None
+        tokens = _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature,
+                              top_k, top_p, eos_ids, pad_id, draw, min_p, repetition_penalty)
     return tokens.clone()
 
 
 def _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, temperature, top_k, top_p,
-                 eos_ids, pad_id, draw):
+                 eos_ids, pad_id, draw, min_p=None, repetition_penalty=1.0):
     """The prefill and the token steps of ``sample_with_cache``: ids [B, steps]. Each step's tokens
     stay a [B, 1] column (the next step's input as it is) and are joined once at the end."""
     B, P = prompt_ids.shape
@@ -444,12 +514,21 @@ def _decode_loop(model, decoder, prompt_ids, mask, positions, max_new_tokens, te
     eos = torch.tensor(list(eos_ids), dtype=torch.long, device=device)
     finished = torch.zeros(B, 1, dtype=torch.bool, device=device)
     columns = []
+    seen = None
+    if repetition_penalty != 1.0:  # [B, V] the tokens each row holds: the prompt's real ones, then each draw
+        V = logits.shape[-1]  # ids past the LM head's vocabulary (a larger embedding) are never penalized
+        real = prompt_ids.masked_fill(mask[:, :P] == 0, V).clamp(max=V)
+        seen = torch.zeros(B, V + 1, dtype=torch.bool, device=device).scatter_(1, real, True)[:, :V]
     for t in range(max_new_tokens):
         if logits.dtype != torch.float32:
             logits = logits.float()
-        probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+        if seen is not None:
+            logits = penalize_repeats(logits, seen, repetition_penalty)
+        probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p, min_p), dim=-1)
         nxt = draw_tokens(probs, draw)[:, None].masked_fill_(finished, pad_id)  # [B, 1]
         columns.append(nxt)
+        if seen is not None:
+            seen.scatter_(1, nxt.clamp(max=seen.shape[1] - 1), True)
         if eos.numel():
             finished |= torch.isin(nxt, eos)
             if finished.all():

@@ -18,6 +18,10 @@ step counts and the returned norm are bitwise those of torch's own calls
   amsgrad / maximize / capturable / differentiable, no step hooks, every parameter's state already
   created, all on one device) and returns False otherwise, and the caller then uses
   ``optimizer.step()`` (so the first step, which creates the state, always goes through torch).
+
+Both call private torch functions, so they act only on the torch versions they were tested on
+(``versions.TESTED_TORCH``); on any other, ``clip_grad_norm`` is torch's ``clip_grad_norm_`` and
+``fused_adamw_step`` returns False (the caller's ``optimizer.step()``), after one notice.
 """
 
 from __future__ import annotations
@@ -27,11 +31,15 @@ from typing import Any
 import torch
 from torch.optim import optimizer as optimizer_mod
 
+from alignlings.trainers.versions import fast_optimizer_tested
+
 
 @torch.no_grad()
 def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """``torch.nn.utils.clip_grad_norm_(params, max_norm)`` (2-norm, foreach) for parameters on one
     device of one dtype: the same total norm, the same scaled gradients."""
+    if not fast_optimizer_tested():
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
@@ -53,7 +61,8 @@ def _hooks(optimizer: torch.optim.Optimizer) -> bool:
 def fused_adamw_step(optimizer: torch.optim.Optimizer) -> bool:
     """One step of a fused ``torch.optim.AdamW`` through its kernels directly; False (nothing done)
     where it does not apply (see the module docstring)."""
-    if type(optimizer) is not torch.optim.AdamW or _hooks(optimizer) or not hasattr(torch, "_fused_adamw_"):
+    if type(optimizer) is not torch.optim.AdamW or _hooks(optimizer) or not hasattr(torch, "_fused_adamw_") \
+            or not fast_optimizer_tested():
         return False
     work = []
     for group in optimizer.param_groups:
