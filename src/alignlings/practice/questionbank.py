@@ -14,7 +14,9 @@ an unknown concept tag.
 from __future__ import annotations
 
 import tomllib
+import weakref
 from pathlib import Path
+from typing import Any
 
 from alignlings.i18n import LANGS
 from alignlings.practice.packdata import QuizQuestion, read_quiz_questions
@@ -96,3 +98,40 @@ def bank_problems(pack) -> list[str]:
         for qid, tags in concepts_of(path).items():
             problems += [f"{path}: question {qid!r}: unknown concept {tag!r}" for tag in tags if tag not in known]
     return problems
+
+
+# -- a loaded course's banks (the interview draws from them; review asks their questions again) --------
+
+BANK = "bank:"
+"""What stands for a bank's track where an exercise key would: ``bank:PACK/TRACK`` (an interview item's
+``exercise``, a review item's ``exercise``)."""
+
+_banks: dict[int, tuple[Any, dict]] = {}  # id(course) -> (a weak reference to it, its banks): read once
+
+
+def course_banks(course) -> dict[str, tuple[str, tuple[QuizQuestion, ...], dict[str, list[str]]]]:
+    """Track key (``PACK/TRACK``) -> (pack id, its questions, question id -> concept tags), for every
+    pack of a loaded course; computed once per course object."""
+    hit = _banks.get(id(course))
+    if hit is not None and hit[0]() is course:
+        return hit[1]
+    out = {}
+    for part in _parts(course):
+        for track_id, path in bank_files(part).items():
+            out[f"{part.id}/{track_id}"] = (part.id, read_quiz_questions(path), concepts_of(path))
+    _banks[id(course)] = (weakref.ref(course), out)
+    return out
+
+
+def bank_question(course, anchor: str, question_id: str) -> tuple[str, QuizQuestion]:
+    """(pack id, the question) of a bank question by its anchor ``bank:PACK/TRACK`` and id."""
+    pack_id, questions, _ = course_banks(course).get(anchor.removeprefix(BANK), ("", (), {}))
+    for q in questions:
+        if q.id == question_id:
+            return pack_id, q
+    raise KeyError(f"{anchor}: no question {question_id!r}")
+
+
+def course_question_ids(course) -> set[str]:
+    """Every bank question id of a loaded course (answers to them are recorded as quiz answers)."""
+    return {q.id for _, questions, _ in course_banks(course).values() for q in questions}
