@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from alignlings.cli.app import app as cli_app
 from alignlings.practice import interview as iv
+from alignlings.practice import questionbank
 from alignlings.practice.pack import default_pack_paths, load_pack
 from alignlings.practice.session import Locked, Practice, UsageError
 from alignlings.practice.store import ProgressStore
@@ -48,9 +49,7 @@ def practice(tmp_path):
 
 
 def _right_choice(item):
-    ex = COURSE.exercises[item["exercise"]]
-    questions = ex.predict if ex.kind_spec.first_answer_counts else ex.quiz
-    return next(q for q in questions if q.id == item["question"]).answer
+    return iv.question_of(COURSE, item)[1].answer
 
 
 def test_the_same_seed_draws_the_same_items_and_each_slot_is_filled():
@@ -64,6 +63,11 @@ def test_the_same_seed_draws_the_same_items_and_each_slot_is_filled():
     assert len(seeds) > 1  # the seed matters
     one = iv.draw(COURSE, iv.Spec.checked(3, track="foundations", items=3))
     assert one[1]["slot"] == "write" and one[1]["exercise"] in COURSE.track("foundations").exercises
+    # the track's own interview questions (packs' interview/<track>.toml) fill its concept slots
+    assert one[0]["exercise"] == iv.BANK + "dpo-grpo/foundations" and one[0]["from_track"]
+    concepts = [i for s in range(30) for i in iv.draw(COURSE, iv.Spec.checked(s, track="spot-the-bug"))
+                if i["slot"] == "concept"]
+    assert concepts and all(i["exercise"] == iv.BANK + "bug-drills/spot-the-bug" for i in concepts)
 
 
 @pytest.mark.parametrize("kw, argument", [({"minutes": 0}, "minutes"), ({"items": 99}, "items"),
@@ -107,8 +111,7 @@ def test_an_interview_refuses_help_records_answers_and_reports(practice):
     assert by[3]["feedback"] and by[3]["misconceptions"]  # why the chosen option is wrong
     assert rep["review_next"] == [f"bug/{items[2]['exercise']}", f"predict/{items[3]['question']}"]
     # recorded where it always is: the quiz answers and the attempts (so review picks them up)
-    ex0 = COURSE.exercises[items[0]["exercise"]]
-    assert items[0]["question"] in practice.quiz_answers(ex0.pack)
+    assert items[0]["question"] in practice.quiz_answers(iv.question_of(COURSE, items[0])[0])
     assert any(a["passed"] for a in practice.attempts(write_ex))
     practice._review = None  # a fresh review engine reads the new history
     assert practice.review_counts()["items"] >= 3  # the two answers and the solved exercise are scheduled
@@ -215,3 +218,31 @@ def test_a_class_interview_in_the_teachers_view(db):
 @pytest.fixture()
 def db(tmp_path):
     return tmp_path / "c.sqlite3"
+
+
+def test_a_tracks_interview_question_comes_back_in_review_and_travels_in_an_export(tmp_path):
+    store = ProgressStore(tmp_path / "a.sqlite3")
+    p = Practice(store, COURSE, FakeGrader())
+    view = p.interview_start(seed=3, track="foundations", items=1)
+    item = view["items"][0]
+    assert item["exercise"] == iv.BANK + "dpo-grpo/foundations"
+    pack_id, q = iv.question_of(COURSE, item)
+    wrong = (q.answer + 1) % len(q.options)
+    p.interview_answer(0, choice=wrong)
+    rep = p.interview_finish()
+    assert rep["review_next"] == [f"quiz/{q.id}"]
+    p._review = None
+    p.review_item(pack_id, f"quiz/{q.id}")  # met: it has a schedule
+    tag = questionbank.course_banks(COURSE)["dpo-grpo/foundations"][2][q.id][0]
+    shown = [r.shown for r in p.review_queue(concept=tag).items if r.shown.item == f"quiz/{q.id}"]
+    assert shown and shown[0].question == q.question["en"] and len(shown[0].options) == len(q.options)
+    checked = p.review_answer(pack_id, f"quiz/{q.id}", q.answer)
+    assert checked.result["correct"] is True
+    # the answer travels: an export imports into a fresh home that knows only the loaded course
+    data = p.export()
+    other = Practice(ProgressStore(tmp_path / "b.sqlite3"), COURSE)
+    counts = other.import_(data, only_loaded=True)
+    assert counts["quiz_answers"] == 1 and q.id in other.quiz_answers(pack_id)
+    mastery = {r["concept"]: r for r in p.mastery()}
+    assert all(r["practise"] for r in mastery.values())
+    store.close()

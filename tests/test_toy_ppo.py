@@ -140,7 +140,8 @@ def test_callback_sees_every_iteration(seed0):
     result, seen = seed0
     assert [i for i, _ in seen] == list(range(1, 41))
     assert [m["p_target"] for _, m in seen] == result.p_target[1:]
-    assert set(seen[0][1]) == {"p_target", "score", "kl", "clipfrac", "policy_loss", "value_loss"}
+    assert set(seen[0][1]) == {"p_target", "score", "kl", "clipfrac", "policy_loss", "value_loss", "value",
+                              "lambda_return"}
 
 
 def test_same_seed_same_curves_and_no_global_side_effects(seed0):

@@ -26,7 +26,9 @@ and thread count around the run. Metric names (one value per iteration, logged a
 ``score`` = mean score of the sampled batch (before the update); ``p_target`` = P("aaaa" | <bos>)
 under the policy, exactly (index 0 = before training); ``kl`` = mean k1 log pi - log pi_ref over the
 sampled response tokens; ``clipfrac`` = fraction of response tokens whose ratio was clipped in the last
-epoch; ``value_loss`` and ``policy_loss`` = the two losses of the last epoch.
+epoch; ``value_loss`` and ``policy_loss`` = the two losses of the last epoch; ``value`` = the critic's mean
+prediction V_old over the response tokens at the rollout and ``lambda_return`` = the mean lambda-return A + V_old over the same
+tokens (A before whitening), what the critic should learn: a critic that learns it has the two close.
 """
 
 from __future__ import annotations
@@ -104,6 +106,10 @@ class ToyPPOResult(TargetCurve):
     """Fraction of response tokens whose ratio the clip switched off, last epoch of each iteration."""
     policy_loss: list[float] = field(default_factory=list)
     value_loss: list[float] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+    """The critic's mean prediction V_old over the sampled response tokens, per iteration (at the rollout)."""
+    lambda_return: list[float] = field(default_factory=list)
+    """Mean lambda-return A + V_old over the same tokens (A before whitening), per iteration."""
     train_seconds: float = 0.0
     """Wall time of the training loop (model building excluded)."""
 
@@ -131,6 +137,8 @@ class ToyPPOResult(TargetCurve):
             "clipfrac": list(self.clipfrac),
             "policy_loss": list(self.policy_loss),
             "value_loss": list(self.value_loss),
+            "value": list(self.value),
+            "lambda_return": list(self.lambda_return),
         }
 
 
@@ -268,6 +276,7 @@ def _train(config: ToyPPOConfig, callback: Callable[[int, dict], None] | None) -
             scores = scores_of(ids, mask)
             rewards = kl_shaped_rewards(scores, old_logps, ref_logps, mask, config.kl_coef)
             advantages, returns = gae(rewards, old_values, mask, config.gamma, config.lam)
+            lambda_return = ((advantages + old_values) * mask).sum().item() / mask.sum().item()
             if config.whiten_advantages:
                 mean = (advantages * mask).sum() / mask.sum()
                 var = (((advantages - mean) * mask) ** 2).sum() / mask.sum()
@@ -289,9 +298,12 @@ def _train(config: ToyPPOConfig, callback: Callable[[int, dict], None] | None) -
         result.clipfrac.append(clipfrac.item())
         result.policy_loss.append(policy_loss.item())
         result.value_loss.append(value_loss.item())
+        result.value.append(old_values.sum().item() / mask.sum().item())  # old_values is 0 on padding
+        result.lambda_return.append(lambda_return)
         if callback is not None:
             callback(iteration, {k: getattr(result, k)[-1] for k in
-                                 ("p_target", "score", "kl", "clipfrac", "policy_loss", "value_loss")})
+                                 ("p_target", "score", "kl", "clipfrac", "policy_loss", "value_loss",
+                                  "value", "lambda_return")})
     result.train_seconds = time.perf_counter() - start
     return result
 
@@ -304,7 +316,7 @@ def run_toy_ppo(config: ToyPPOConfig | None = None,
         config: hyper-parameters; default ``ToyPPOConfig()`` (the capstone exercise's).
         callback: called after each iteration as ``callback(iteration, metrics)`` with iteration =
             1..config.iterations and ``metrics`` a dict of that iteration's ``p_target``, ``score``,
-            ``kl``, ``clipfrac``, ``policy_loss`` and ``value_loss``, for progress bars and live charts.
+            ``kl``, ``clipfrac``, ``policy_loss``, ``value_loss``, ``value`` and ``lambda_return``, for progress bars and live charts.
 
     Returns:
         A :class:`ToyPPOResult`. The same config gives the same curves (CPU, same torch version).

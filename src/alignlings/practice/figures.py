@@ -7,8 +7,8 @@ in both languages, with the same content as text for the terminal.
   and A < 0, with the region where the gradient is zero (Schulman et al. 2017, fig. 1).
 - ``kl-estimators``: k1, k2, k3 against log r, and their bias and spread when sampling
   (Schulman, "Approximating KL Divergence", 2020).
-- ``gae-lambda``: GAE's λ on a sample trajectory, and the bias² / variance of Â_0 against λ
-  (Schulman et al. 2016).
+- ``gae-lambda``: GAE's λ on a sample trajectory, and the bias² and variance of Â_0 against λ, not added
+  up: a batch of B trajectories divides the variance by B and leaves the bias (Schulman et al. 2016).
 
 The numbers are computed here with numpy (the server never imports torch for a picture);
 tests/test_figures.py checks them against the library's own losses (``alignlings.losses``).
@@ -140,6 +140,11 @@ class GAESetup:
         return r
 
 
+#: trajectories in the batch whose mean advantage the picture's dotted curve shows (a batch divides the
+#: variance by its size and leaves the bias: why bias² and variance are not simply added)
+GAE_BATCH = 64
+
+
 def gae_tradeoff(lams: np.ndarray, setup: GAESetup = GAESetup(), n: int = 20_000, seed: int = 0
                  ) -> dict[str, np.ndarray]:
     """Bias² and variance of the estimate Â_0 against λ. The target is E[G_0] - V_0 (the critic's own
@@ -197,9 +202,9 @@ def text(name: str, lang: str = "en") -> str:
     else:
         lams = np.array([0.0, 0.5, 0.8, 0.9, 0.95, 1.0])
         tr = gae_tradeoff(lams)
-        rows = [[f"{lam:g}", f"{tr['bias2'][i]:.3f}", f"{tr['var'][i]:.3f}", f"{tr['bias2'][i] + tr['var'][i]:.3f}"]
+        rows = [[f"{lam:g}", f"{tr['bias2'][i]:.3f}", f"{tr['var'][i]:.3f}", f"{tr['var'][i] / GAE_BATCH:.4f}"]
                 for i, lam in enumerate(lams)]
-        body = _table(["λ", s["bias2"], s["variance"], s["total"]], rows)
+        body = _table(["λ", s["bias2"], s["variance"], s["batch_variance"]], rows)
     return f"{s[name.replace('-', '_') + '_title']}\n\n{body}\n\n{s[name.replace('-', '_') + '_note']}\n"
 
 
@@ -343,7 +348,7 @@ def _draw(plt, name: str, s: dict[str, str], narrow: bool = False) -> str:
         tr = gae_tradeoff(np.linspace(0, 1, 21))
         ax2.plot(tr["lam"], tr["bias2"], color="#d1495b", label=s["bias2"])
         ax2.plot(tr["lam"], tr["var"], color="#2f6db5", label=s["variance"])
-        ax2.plot(tr["lam"], tr["bias2"] + tr["var"], color="#444", ls="--", label=s["total"])
+        ax2.plot(tr["lam"], tr["var"] / GAE_BATCH, color="#2f6db5", ls=":", label=s["batch_variance"])
         ax2.set(xlabel="λ", title=s["gae_right"])
         ax2.legend(frameon=False, fontsize=8)
     fig.tight_layout()

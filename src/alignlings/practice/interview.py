@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from alignlings.practice.pack import Exercise, Pack
 
+BANK = "bank:"  # an item's ``exercise`` for a track's interview question: ``bank:PACK/TRACK`` (questionbank.BANK)
 CURRENT_KEY = "interview/current"
 KEY_PREFIX = "interview/iv-"
 CLASS_PREFIX = "interview/"
@@ -99,8 +100,16 @@ def writable(ex: Exercise) -> bool:
 
 
 def _candidates(slot: str, course: Pack, keys: list[str]) -> list[tuple[str, str | None]]:
-    """(exercise key, question id or None) that can fill ``slot``, in course order."""
+    """(exercise key or ``BANK`` + track key, question id or None) that can fill ``slot``, in course order."""
+    from alignlings.practice import questionbank
+
     out: list[tuple[str, str | None]] = []
+    if slot == "concept":  # the track's interview questions first, then the concept quizzes'
+        in_keys = set(keys)
+        for track in course.tracks:
+            questions = questionbank.course_banks(course).get(track.key, ("", (), {}))[1]
+            if in_keys.intersection(track.exercises) or (not track.exercises and track.key in in_keys):
+                out += [(BANK + track.key, q.id) for q in questions]
     for key in keys:
         ex = course.exercises[key]
         spec = ex.kind_spec
@@ -195,8 +204,29 @@ def time_spent(state: dict) -> dict[int, int]:
     return out
 
 
+def question_of(course: Pack, item: dict) -> tuple[str, Any]:
+    """(pack id, the question) of a question item: a track's interview question or an exercise's."""
+    from alignlings.practice import questionbank
+
+    key, qid = item["exercise"], item["question"]
+    if key.startswith(BANK):
+        try:
+            return questionbank.bank_question(course, key, qid)
+        except KeyError:
+            raise InterviewError("question", f"{key!r} has no question {qid!r}") from None
+    else:
+        ex = course.exercises[key]
+        pack_id, questions = ex.pack, (ex.predict if ex.kind_spec.first_answer_counts else ex.quiz)
+    for q in questions:
+        if q.id == qid:
+            return pack_id, q
+    raise InterviewError("question", f"{key!r} has no question {qid!r}")
+
+
 def review_key(item: dict, course: Pack) -> str | None:
     """The spaced-review item an interview item feeds (``practice.review``'s keys)."""
+    if item["exercise"].startswith(BANK):
+        return f"quiz/{item['question']}"
     ex = course.exercises.get(item["exercise"])
     if ex is None:
         return None
@@ -213,11 +243,10 @@ def report(state: dict, course: Pack, lang: str) -> dict:
     spent = time_spent(state)
     rows = []
     for i, item in enumerate(state["items"]):
-        ex = course.exercises.get(item["exercise"])
         answer = state["answers"].get(str(i))
         rows.append({
             "index": i, "slot": item["slot"], "exercise": item["exercise"], "question": item["question"],
-            "level": item["level"], "title": item_title(item, ex, lang), "file": not item["question"],
+            "level": item["level"], "title": item_title(item, course, lang), "file": not item["question"],
             "answered": answer is not None, "correct": bool(answer and answer.get("correct")),
             "feedback": (answer or {}).get("feedback", {}).get(lang) or (answer or {}).get("feedback", {}).get("en", ""),
             "misconceptions": list((answer or {}).get("misconceptions", [])),
@@ -231,16 +260,16 @@ def report(state: dict, course: Pack, lang: str) -> dict:
             "review_next": list(dict.fromkeys(to_review))}
 
 
-def item_title(item: dict, ex: Exercise | None, lang: str) -> str:
+def item_title(item: dict, course: Pack, lang: str) -> str:
     """What the item asks, in a line: the question's text, or the exercise's title."""
-    if ex is None:
-        return item["exercise"]
     if item["question"]:
-        questions = ex.predict if ex.kind_spec.first_answer_counts else ex.quiz
-        for q in questions:
-            if q.id == item["question"]:
-                return q.question.get(lang) or q.question.get("en", q.id)
-    return ex.title.get(lang) or ex.title.get("en", ex.id)
+        try:
+            q = question_of(course, item)[1]
+        except (KeyError, ValueError):  # no longer in the loaded packs
+            return item["question"]
+        return q.question.get(lang) or q.question.get("en", q.id)
+    ex = course.exercises.get(item["exercise"])
+    return (ex.title.get(lang) or ex.title.get("en", ex.id)) if ex else item["exercise"]
 
 
 # -- the learner's use cases (mixed into ``practice.session.Practice``) ---------------------------------
@@ -354,18 +383,20 @@ class InterviewMixin:
         now = self._interview_now()
         out = []
         for i, item in enumerate(state["items"]):
-            ex = self.course.exercises[item["exercise"]]
             answer = state["answers"].get(str(i))
             row: dict[str, Any] = {"index": i, "slot": item["slot"], "exercise": item["exercise"],
                                    "question": item["question"], "level": item["level"],
-                                   "title": item_title(item, ex, lang), "answered": answer is not None}
+                                   "title": item_title(item, self.course, lang), "answered": answer is not None}
             if item["question"]:
-                q = _question(ex, item["question"])
+                q = question_of(self.course, item)[1]
+                ex = self.course.exercises.get(item["exercise"])
+                predict = ex is not None and ex.kind_spec.first_answer_counts
                 row.update(kind="choice", prompt=q.question.get(lang) or q.question.get("en", ""),
                            options=[o.text.get(lang) or o.text.get("en", "") for o in q.options],
-                           statement=ex.texts(lang).statement if ex.kind_spec.first_answer_counts else "",
+                           statement=ex.texts(lang).statement if predict else "",  # type: ignore[union-attr]
                            chosen=answer.get("answer") if answer else None)
             else:
+                ex = self.course.exercises[item["exercise"]]
                 row.update(kind="file", statement=ex.texts(lang).statement,
                            start=interview_file(ex, item, lang),
                            code=answer.get("answer") if answer else None,
@@ -386,25 +417,25 @@ class InterviewMixin:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(state["items"]):
             raise InterviewError("item", f"expected an item number 1..{len(state['items'])}, got {index!r}")
         item = state["items"][index]
-        ex = self.course.exercises[item["exercise"]]
         key = str(index)
         if item["question"]:
             if code is not None or choice is None:
                 raise InterviewError("choice", text(lang, "answer_kind", n=index + 1, what=text(lang, "an_option")))
             if key in state["answers"]:
                 raise InterviewError("item", text(lang, "choice_final", n=index + 1))
-            q = _question(ex, item["question"])
+            pack_id, q = question_of(self.course, item)
             if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
                 raise InterviewError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
             correct = choice == q.answer
             self._safely(f"an interview answer to {q.id}",
-                         lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
+                         lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=pack_id))
             feedback = {lg: _choice_feedback(q, choice, lg) for lg in _TEXT}
             misconceptions = [] if correct else [q.options[choice].why.get("en", "")]
             entry = {"answer": choice, "correct": correct, "feedback": feedback, "misconceptions": misconceptions}
         else:
             if choice is not None or not isinstance(code, str):
                 raise InterviewError("code", text(lang, "answer_kind", n=index + 1, what=text(lang, "a_file")))
+            ex = self.course.exercises[item["exercise"]]
             checked = self.check(ex, code=code, lang=lang)  # type: ignore[attr-defined]
             verdict = checked.verdict
             entry = {"answer": code, "correct": bool(verdict["passed"]),
@@ -459,14 +490,6 @@ class InterviewMixin:
     def class_interviews(self) -> list[dict]:
         reader = getattr(self.store, "class_interviews", None)
         return list(reader()) if reader else []
-
-
-def _question(ex: Exercise, qid: str) -> Any:
-    questions = ex.predict if ex.kind_spec.first_answer_counts else ex.quiz
-    for q in questions:
-        if q.id == qid:
-            return q
-    raise InterviewError("question", f"{ex.key!r} has no question {qid!r}")
 
 
 def _choice_feedback(q: Any, choice: int, lang: str) -> str:
@@ -553,7 +576,7 @@ def class_results(store: Any, course: Pack, assignment: dict, lang: str) -> dict
                 latest[learner] = state
     learners = []
     per_item = [{"index": i, "slot": it["slot"], "exercise": it["exercise"], "question": it["question"],
-                 "title": item_title(it, course.exercises.get(it["exercise"]), lang), "answered": 0, "right": 0}
+                 "title": item_title(it, course, lang), "answered": 0, "right": 0}
                 for i, it in enumerate(items)]
     now = now_utc()
     for learner, name in names.items():

@@ -81,6 +81,7 @@ MASTERY_HORIZON_DAYS = 30
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
 _log = logging.getLogger("alignlings.practice")
+BANK = "bank:"  # a review item's ``exercise`` for a track's interview question (practice.questionbank.BANK)
 _THIS = sys.modules[__name__]  # what the kinds' review hooks get (practice.kinds: they never import review)
 _NS = uuidlib.UUID("4f1c2a7e-9d55-4b5e-a2f1-3c0de5a11a9e")  # history-derived reviews: uuid5 in this namespace
 
@@ -340,8 +341,16 @@ def catalog(pack: Pack) -> dict[tuple[str, str], Item]:
 
 
 def _catalog(pack: Pack) -> dict[tuple[str, str], Item]:
-    """Each exercise's kind says which items it brings (``Kind.review_items``, practice.kinds)."""
-    return {item.uid: item for ex in pack for item in ex.kind_spec.review_items(_THIS, ex)}
+    """Each exercise's kind says which items it brings (``Kind.review_items``, practice.kinds); each
+    track's interview questions (``practice.questionbank``) are quiz items too, once answered."""
+    from alignlings.practice import questionbank as qb
+
+    out = {item.uid: item for ex in pack for item in ex.kind_spec.review_items(_THIS, ex)}
+    for track, (pack_id, questions, tags) in qb.course_banks(pack).items():
+        for q in questions:
+            item = Item(f"quiz/{q.id}", "quiz", pack_id, qb.BANK + track, tuple(tags.get(q.id, ())), question=q.id)
+            out[item.uid] = item
+    return out
 
 
 # -- history -> reviews ------------------------------------------------------------------------
@@ -574,6 +583,8 @@ class Review:
             row["title"] = names.get(tag, tag)
             if r:
                 row["practise"] = f"/review?concept={tag}"
+            elif exercise.startswith(BANK):  # a track's interview question: met in an interview
+                row["practise"] = "/interview"
             else:
                 ex = self.pack.get(exercise)
                 row["practise"] = ex.kind_spec.practise_url(ex)
@@ -690,10 +701,26 @@ class BugPrompt(Prompt):
     form: ClassVar[str] = "bug"
 
 
+def kind_of(pack: Pack, item: Item) -> Any:
+    """The exercise kind that asks and judges ``item`` (``practice.kinds``): its exercise's, or the
+    quiz's for a track's interview question."""
+    from alignlings.practice import kinds
+
+    return kinds.get("quiz") if item.exercise.startswith(BANK) else pack.get(item.exercise).kind_spec
+
+
 def present(review: Review, item: Item, lang: str = "en") -> Prompt:
     """What the learner sees for an item (no answers), as the exercise's kind asks it
     (``Kind.review_prompt``): a :class:`QuizPrompt` (:class:`PredictPrompt`), :class:`ClozePrompt`,
     :class:`BlankPrompt` (misconception and exercise items) or :class:`BugPrompt`."""
+    if item.exercise.startswith(BANK):  # a track's interview question, asked as in the quiz
+        from alignlings.practice import questionbank as qb
+
+        q = qb.bank_question(review.pack, item.exercise, item.question or "")[1]
+        track = review.pack.track(item.exercise.removeprefix(BANK))
+        return QuizPrompt(item.key, item.pack, item.kind, item.exercise, track.title.get(lang) or track.id,
+                          list(item.concepts), question=q.question.get(lang, ""),
+                          options=[o.text.get(lang, "") for o in q.options])
     ex = review.pack.get(item.exercise)
     base: dict[str, Any] = {"item": item.key, "pack": item.pack, "kind": item.kind, "exercise": item.exercise,
                             "title": ex.title.get(lang, ex.id), "concepts": list(item.concepts)}
@@ -766,6 +793,11 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     drill, graded like the drill (``Grader.check(key, code)``: every case, the wrong fixes
     recognised): learner code never runs in this process.
     """
+    if item.exercise.startswith(BANK):  # a track's interview question: judged as a quiz question
+        from alignlings.practice import questionbank as qb
+        from alignlings.practice.kinds.quiz import check_choice
+
+        return check_choice(qb.bank_question(review.pack, item.exercise, item.question or "")[1], answer, lang)
     ex = review.pack.get(item.exercise)
     return ex.kind_spec.review_check(_THIS, review, item, answer, grader, lang)
 

@@ -751,15 +751,14 @@ class Practice(InterviewMixin):
 
         engine = self.review()
         item = self.review_item(pack_id, key)
-        ex = self.course.get(item.exercise)
-        kind = ex.kind_spec  # how its items are graded and what a wrong answer may show (practice.kinds)
+        kind = rv.kind_of(self.course, item)  # how its items are graded and what a wrong answer may show
         try:
             result = rv.check(engine, item, answer, grader=self.grader() if kind.review_needs_grader else None,
                               lang=lang)
         except ValueError as exc:  # a malformed answer for this kind of item
             raise UsageError("answer", str(exc)) from None
         if not result["correct"] and kind.review_withholds(item):
-            row = self._row(ex)
+            row = self._row(self.course.get(item.exercise))
             if not row.get("solved") and not row.get("revealed"):  # the fill (or the fix) would solve it
                 result["expected"] = None
                 result["withheld"] = True
@@ -835,10 +834,13 @@ class Practice(InterviewMixin):
 
         if not isinstance(data, dict):
             raise UsageError("data", "expected a JSON object (an alignlings progress export)")
+        from alignlings.practice import questionbank
+
         limits: dict[str, Any] = {}
         if only_loaded:
             limits = {"exercises": {ex.id for ex in self.course},
-                      "questions": {qid for ex in self.course for qid in ex.kind_spec.question_ids(ex)},
+                      "questions": ({qid for ex in self.course for qid in ex.kind_spec.question_ids(ex)}
+                                    | questionbank.course_question_ids(self.course)),
                       "packs": {p.id for p in self.course.packs}}
         try:
             counts = self.store.import_(data, **limits)

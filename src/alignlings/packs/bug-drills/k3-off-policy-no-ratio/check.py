@@ -39,9 +39,9 @@ def cases():
     return [
         Case("a token the policy made unlikely (pi 0.01, pi_old 0.02, pi_ref 0.5)", "visible", symptom,
              label={"zh": "策略已把概率压低的 token（pi 0.01, pi_old 0.02, pi_ref 0.5）"},
-             note={"en": "loss and d loss / d log pi: the reverse-KL gradient is r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96; "
+             note={"en": "loss and d loss / d log pi: the gradient of the reverse KL, KL(pi || pi_ref), is r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96; "
                          "un-weighted k3 gives 1 - pi_ref / pi = -49",
-                   "zh": "损失与 d loss / d log pi：反向 KL 的梯度是 r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96；"
+                   "zh": "损失与 d loss / d log pi：反向 KL（KL(pi || pi_ref)）的梯度是 r * (log pi - log pi_ref) = 0.5 * ln(0.02) = -1.96；"
                          "不加权的 k3 给出 1 - pi_ref / pi = -49"}),
         Case("off-policy batch, 3 x 5 with padding", "hidden", random_off_policy, label={"zh": "off-policy 批次，3 × 5，带 padding"}),
         Case("on-policy (first update: pi_old = pi_theta)", "edge", on_policy, label={"zh": "on-policy（第一次更新：pi_old = pi_theta）"},

@@ -42,7 +42,7 @@ if __name__ == "__main__":
         print(f"grad E[{name}] = {[round(g, 4) for g in grad.tolist()]}")
     print(f"grad KL(pi || ref) = {[round(g, 4) for g in reverse.tolist()]}")
     print(f"grad KL(ref || pi) = {[round(g, 4) for g in forward.tolist()]}")
-    # samples from an older policy: the ratio-weighted k3 keeps both the value and the reverse-KL gradient
+    # samples from an older policy: the ratio-weighted k3 keeps both the value and the gradient of KL(pi || ref)
     old_logp = torch.log_softmax(torch.tensor([0.6, 0.6, 0.1, -0.3, -0.8]), dim=-1)
     weighted = (old_logp.exp() * k3_from_old_samples(logp, old_logp, ref_logp)).sum()
     grad = torch.autograd.grad(weighted, theta)[0]

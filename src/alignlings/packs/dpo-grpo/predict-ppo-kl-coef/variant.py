@@ -35,11 +35,12 @@ def run_ppo_kl_coef() -> dict:
     for name, r in runs.items():
         values[f"kl_{name}"] = _tail_mean(r.kl)
         values[f"score_{name}"] = _tail_mean(r.score)
-    # "aaaa" with certainty costs log(1 / pi_ref("aaaa")) / 4 per token: the most KL this task allows
-    values["kl_max"] = -math.log(runs["none"].p_target[0]) / 4
+    # "aaaa" with certainty costs log(1 / pi_ref("aaaa")) / 4 per token (where the unpenalised run ends; not the
+    # most KL a policy could have: certainty on a sequence the reference finds less likely costs more)
+    values["kl_certain"] = -math.log(runs["none"].p_target[0]) / 4
     # The optimum of E[score] - beta * KL(pi || pi_ref) is pi* ~ pi_ref * exp(score / beta). Treating each of
     # the 4 positions as an independent choice (EOS ignored), "a" is worth 1/4 and pi*(a) follows:
-    p_ref_a = math.exp(-values["kl_max"])  # pi_ref's geometric-mean P("a") per position
+    p_ref_a = math.exp(-values["kl_certain"])  # pi_ref's geometric-mean P("a") per position
     values["p_ref_a"] = p_ref_a
     for name in ("default", "large"):
         boost = p_ref_a * math.exp(0.25 / COEFS[name])

@@ -102,13 +102,14 @@ def p_aaaa(policy):
 
 
 def train(iterations=40, batch_size=64, ppo_epochs=4, seed=0, lr=1e-2, vf_coef=0.5, log_every=0):
-    """Run PPO; return {"p_aaaa": P("aaaa") before and after each iteration, "score": each batch's mean score}."""
+    """Run PPO; return {"p_aaaa": P("aaaa") before and after each iteration, "score": each batch's mean score,
+    "value" and "lambda_return": the critic's mean prediction and what it should predict, per iteration}."""
     torch.manual_seed(seed)
     policy = GPT2LMHeadModel(config).eval()  # eval: no dropout, so the ratio is exactly 1 before an update
     ref = copy.deepcopy(policy).requires_grad_(False)
     critic = Critic().eval()
     opt = torch.optim.Adam(list(policy.parameters()) + list(critic.parameters()), lr=lr)
-    history = {"p_aaaa": [p_aaaa(policy)], "score": []}
+    history = {"p_aaaa": [p_aaaa(policy)], "score": [], "value": [], "lambda_return": []}
     for it in range(iterations):
         ids, mask = sample_responses(policy, batch_size)
         with torch.no_grad():  # the rollout: everything the updates compare against, computed once
@@ -118,6 +119,7 @@ def train(iterations=40, batch_size=64, ppo_epochs=4, seed=0, lr=1e-2, vf_coef=0
             scores = ((ids[:, 1:] == TARGET).float() * mask).sum(-1) / L
             rewards = kl_shaped_rewards(scores, old_logps, ref_logps, mask)
             advantages, returns = gae(rewards, old_values, mask)
+            lambda_return = ((advantages + old_values) * mask).sum() / mask.sum()  # what the critic should learn
             mean = (advantages * mask).sum() / mask.sum()  # whiten over the batch's real tokens
             std = (((advantages - mean) * mask) ** 2).sum().div(mask.sum()).sqrt()
             advantages = (advantages - mean) / (std + 1e-8) * mask
@@ -131,8 +133,11 @@ def train(iterations=40, batch_size=64, ppo_epochs=4, seed=0, lr=1e-2, vf_coef=0
             opt.step()
         history["p_aaaa"].append(p_aaaa(policy))
         history["score"].append(scores.mean().item())
+        history["value"].append((old_values.sum() / mask.sum()).item())  # what the critic predicted
+        history["lambda_return"].append(lambda_return.item())
         if log_every and it % log_every == 0:
-            print(f"iter {it:2d}  score = {history['score'][-1]:.3f}  P(aaaa) = {history['p_aaaa'][-1]:.3f}")
+            print(f"iter {it:2d}  score = {history['score'][-1]:.3f}  P(aaaa) = {history['p_aaaa'][-1]:.3f}  "
+                  f"critic {history['value'][-1]:.3f} vs lambda-return {history['lambda_return'][-1]:.3f}")
     return history
 
 
