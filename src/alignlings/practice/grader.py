@@ -114,6 +114,15 @@ def _ran_for(result: Any, exercise: Exercise) -> float:
     return float(getattr(result, "case_seconds", exercise.timeout))
 
 
+def _timed_out(result: Any, exercise: Exercise, lang: str) -> str:
+    """Which limit a job that timed out hit: its CPU time (scaled to this machine's calibrated speed)
+    or its wall-clock time (scaled to speed and load), in the learner's language."""
+    cpu = getattr(result, "cpu_limit", None)
+    if cpu is not None and "of CPU time" in (result.error_message or ""):
+        return msg("cpu_timed_out", lang, seconds=_seconds(float(cpu)))
+    return msg("timed_out", lang, seconds=_seconds(_ran_for(result, exercise)))
+
+
 def _seconds(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
@@ -210,6 +219,9 @@ def machine_load() -> float:
         with contextlib.suppress(OSError, AttributeError):
             load = os.getloadavg()[0]
     return min(8.0, max(1.0, load / cpus))
+
+
+CPU_MARGIN = 1.5  # a job's CPU time limit over its exercise's timeout (on this machine's calibrated speed)
 
 
 def machine_slowness() -> float:
@@ -397,7 +409,7 @@ class Grader:
             result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
                                exercise, trusted=True)
             if not result.ok and result.error_kind == "timeout":
-                result.error_message = msg("timed_out", "en", seconds=_seconds(_ran_for(result, exercise)))
+                result.error_message = _timed_out(result, exercise, "en")
             if not result.ok:
                 raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
                                    f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
@@ -580,7 +592,7 @@ class Grader:
         if not result.ok:
             message = result.error_message or ""
             if result.error_kind == "timeout":
-                message = msg("timed_out", lang, seconds=_seconds(_ran_for(result, exercise)))
+                message = _timed_out(result, exercise, lang)
             verdict["error"] = {"kind": result.error_kind or "crashed", "message": message}
             return verdict
         value = result.value
@@ -761,16 +773,24 @@ class Grader:
         return out
 
     def _limits(self, exercise: Exercise, trusted: bool = False, variants: int = 1):
-        """(the job's Limits, the seconds its cases may use): the exercise's timeout, scaled by how
-        slow this machine is right now (``machine_slowness``), once per variant a trusted job runs,
-        plus the job's start (an interpreter and torch on the cold path)."""
+        """(the job's Limits, the seconds its cases may use).
+
+        Two separate limits. CPU time (what a runaway fill burns) is the exercise's timeout scaled
+        by the calibrated speed of this machine only (``machine_speed``), never by its current
+        load, with CPU_MARGIN and the job's start: a loop without end is stopped near the stated
+        limit however busy the machine is. Wall time is generous for a right answer on a busy
+        machine: the timeout scaled by speed and load (``machine_slowness``). Both count once per
+        variant a trusted job runs, plus the job's start (an interpreter and torch on the cold
+        path)."""
         from alignlings.practice.sandbox import Limits
 
-        slow = machine_slowness()
+        speed, slow = machine_speed(), machine_slowness()
         cases = exercise.timeout * slow
         warm = self._warm is not None or self._session_state.server is not None
-        wall = cases * (max(3, variants) if trusted else 1) + (2.0 if warm else 8.0) * slow
-        return Limits(wall_seconds=wall, cpu_seconds=int(wall * 3) + 5), cases
+        runs = max(3, variants) if trusted else 1
+        wall = cases * runs + (2.0 if warm else 8.0) * slow
+        cpu = exercise.timeout * speed * runs * CPU_MARGIN + (1.0 if warm else 4.0) * speed
+        return Limits(wall_seconds=wall, cpu_seconds=math.ceil(cpu)), cases
 
     def _run(self, target: str, payload: dict, exercise: Exercise, *, trusted: bool = False):
         from alignlings.practice.sandbox import run_job
@@ -783,6 +803,7 @@ class Grader:
         else:
             result = run_job(target, payload, limits=limits, isolation=self.isolation)
         result.case_seconds = cases  # the limit it ran under, for "timed out after N s"
+        result.cpu_limit = limits.cpu_seconds  # for "used more than N s of CPU time"
         return result
 
 
