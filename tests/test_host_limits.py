@@ -91,3 +91,67 @@ def test_a_bad_trusted_proxy_is_a_usage_error(lang):
     assert r.exit_code == 2
     assert "--trusted-proxy" in r.output and "not-an-ip" in r.output
     assert ("10.0.0.0/24" in r.output) and (("IP 地址" in r.output) if lang == "zh" else ("IP address" in r.output))
+
+
+# -- the home folder is its user's alone ----------------------------------------------------------
+
+def _mode(path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _cli(home, *args, umask: int = 0o022):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ALIGNLINGS_HOME": str(home), "ALIGNLINGS_LANG": "en"}
+    return subprocess.run([sys.executable, "-c", f"import os; os.umask({umask}); "
+                           "from alignlings.cli.app import main; main()", *args],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_new_home_and_its_store_are_private_whatever_the_umask(tmp_path):
+    """Seen: another local user read the class database (learners' code, the class code)."""
+    home = tmp_path / "home"
+    r = _cli(home, "progress")
+    assert r.returncode == 0, r.stderr
+    db = home / "progress.sqlite3"
+    assert db.exists() and _mode(home) == 0o700 and _mode(db) == 0o600
+    for p in home.rglob("*"):
+        assert _mode(p) & 0o077 == 0, (p, oct(_mode(p)))
+    assert "readable by you alone" not in r.stderr  # nothing needed tightening
+
+
+def test_an_existing_home_readable_by_others_is_tightened_with_a_notice(tmp_path):
+    import os
+
+    home = tmp_path / "home"
+    assert _cli(home, "progress", umask=0o022).returncode == 0
+    cache = home / "cache" / "expected"
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "x.json").write_text("{}")
+    for p in [home, *home.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    r = _cli(home, "progress")
+    assert r.returncode == 0, r.stderr
+    assert "readable by you alone" in r.stderr
+    assert _mode(home) == 0o700 and _mode(home / "progress.sqlite3") == 0o600
+    assert _mode(cache) == 0o700 and _mode(cache / "x.json") == 0o600
+    assert "readable by you alone" not in _cli(home, "progress").stderr  # once
+
+
+def test_a_class_server_store_elsewhere_is_made_private(tmp_path):
+    import os
+
+    db = tmp_path / "class" / "class.sqlite3"
+    db.parent.mkdir()
+    os.chmod(db.parent, 0o755)  # a folder the operator chose: left as it is
+    create_app(db_path=db, token="t" * 20, classroom=True, class_code=CODE, grader=NoGrader(load_pack()),
+               warm_up=False, warm_references=False)
+    os.chmod(db, 0o644)
+    create_app(db_path=db, token="t" * 20, classroom=True, class_code=CODE, grader=NoGrader(load_pack()),
+               warm_up=False, warm_references=False)
+    assert _mode(db) == 0o600
+    assert _mode(db.parent) == 0o755
