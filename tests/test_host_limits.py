@@ -155,3 +155,100 @@ def test_a_class_server_store_elsewhere_is_made_private(tmp_path):
                warm_up=False, warm_references=False)
     assert _mode(db) == 0o600
     assert _mode(db.parent) == 0o755
+
+
+# -- predict runs share the grading queue ---------------------------------------------------------
+
+PREDICT = next(ex for ex in load_pack() if ex.kind_spec.name == "predict")
+
+
+class _SlowRuns:
+    """Stands in for the variant's process: each run waits until the test lets it go."""
+
+    def __init__(self):
+        self.go, self.started = threading.Event(), threading.Semaphore(0)
+        self.lock, self.running, self.most, self.calls = threading.Lock(), 0, 0, 0
+
+    def __call__(self, ex, q, *, timeout=None, use_cache=True):
+        from alignlings.practice import predict as pr
+
+        with self.lock:
+            self.calls += 1
+            self.running += 1
+            self.most = max(self.most, self.running)
+        self.started.release()
+        try:
+            assert self.go.wait(60), "the test never let the run go"
+            return pr.Run({"x": 1.0}, {"s": [1.0, 2.0]}, q.answer, None, False, 0.0)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_predict_runs_go_through_the_queue_one_per_learner(tmp_path, monkeypatch):
+    """Seen: six concurrent variant runs from one learner on a cold server."""
+    from fastapi.testclient import TestClient
+
+    from alignlings.practice import predict as pr
+
+    runs = _SlowRuns()
+    monkeypatch.setattr(pr, "run_variant", runs)
+    web = create_app(db_path=tmp_path / "p.sqlite3", grader=NoGrader(load_pack()), warm_up=False,
+                     warm_references=False, max_concurrent_checks=1, max_checks_per_client=4)
+    questions = [q.id for q in PREDICT.predict]
+    with TestClient(web) as c:
+        first: dict = {}
+        t = threading.Thread(target=lambda: first.update(r=c.post(f"/api/predict/{PREDICT.key}/{questions[0]}",
+                                                                   json={"choice": 0})))
+        t.start()
+        assert runs.started.acquire(timeout=60)
+        again = [c.post(f"/api/predict/{PREDICT.key}/{q}", json={"choice": 0}) for q in questions * 3]
+        form = c.post(f"/exercises/{PREDICT.key}/predict", content=f"question={questions[0]}&choice=0",
+                      headers={"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin"})
+        assert [r.status_code for r in again] == [429] * len(again) and form.status_code == 429
+        assert web.state.ctx.check_queue.stats()["running"] == 1  # it holds a grading slot
+        runs.go.set()
+        t.join(60)
+        assert first["r"].status_code == 200, first["r"].text
+        assert c.post(f"/api/predict/{PREDICT.key}/{questions[0]}", json={"choice": 0}).status_code == 200
+    assert runs.calls == 2 and runs.most == 1
+
+
+def test_one_variant_runs_once_however_many_ask(tmp_path, monkeypatch):
+    from alignlings.practice import predict as pr
+
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
+    runs = _SlowRuns()
+
+    def child(ex, q, path, timeout):
+        run = runs(ex, q)
+        pr._write_cache(path, run)
+        return run
+
+    monkeypatch.setattr(pr, "_run_variant", child)
+    q = PREDICT.predict[0]
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(pr.run_variant(PREDICT, q))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    assert runs.started.acquire(timeout=60)
+    runs.go.set()
+    for t in threads:
+        t.join(60)
+    assert len(out) == 6 and runs.calls == 1 and sum(r.cached for r in out) == 5
+
+
+def test_the_server_warm_up_runs_the_predict_variants(monkeypatch):
+    from types import SimpleNamespace
+
+    from alignlings.practice import predict as pr
+    from alignlings.web import references
+
+    pack = load_pack()
+    ran: list[tuple[str, str]] = []
+    monkeypatch.setattr(pr, "run_variant", lambda ex, q, **kw: ran.append((ex.key, q.id)))
+    context = SimpleNamespace(pack=pack, grader=lambda: SimpleNamespace(trusted=lambda ex: None))
+    warmup = references.ReferenceWarmup(references.code_exercise_keys(pack))
+    warmup.run(context)
+    expected = [(ex.key, q.id) for ex in pack if ex.kind_spec.name == "predict" for q in ex.predict]
+    assert expected and ran == expected
