@@ -31,6 +31,7 @@ import ast
 import builtins
 import collections
 import contextlib
+import contextvars
 import hashlib
 import json
 import math
@@ -112,6 +113,14 @@ def fold_variant(variant: int) -> int:
 def _ran_for(result: Any, exercise: Exercise) -> float:
     """The seconds a job's cases had (set by ``Grader._run``), else the exercise's own timeout."""
     return float(getattr(result, "case_seconds", exercise.timeout))
+
+
+class _ContextPool(ThreadPoolExecutor):
+    """A thread pool whose tasks run in the submitter's context (contextvars), so that a "Stop"
+    (``sandbox.STOP``) set where a check was asked for reaches the jobs its workers start."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
 
 def _timed_out(result: Any, exercise: Exercise, lang: str) -> str:
@@ -314,8 +323,8 @@ class Grader:
         # one computation per (id, variant) at a time: a check that arrives while the web app's
         # background warm-up computes the same values waits for them instead of computing them twice
         self._computing: dict[tuple[str, int], threading.Lock] = {}
-        self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
-                                        thread_name_prefix="alignlings-grade")
+        self._pool = _ContextPool(max_workers=max(2, min(4, os.cpu_count() or 2)),
+                                  thread_name_prefix="alignlings-grade")
         self._session_state = _SessionState()
         if warm:
             self._warm = self._fork_server(list(self.pack))
@@ -593,6 +602,8 @@ class Grader:
             message = result.error_message or ""
             if result.error_kind == "timeout":
                 message = _timed_out(result, exercise, lang)
+            elif result.error_kind == "stopped":
+                message = msg("stopped", lang)
             verdict["error"] = {"kind": result.error_kind or "crashed", "message": message}
             return verdict
         value = result.value
@@ -793,8 +804,10 @@ class Grader:
         return Limits(wall_seconds=wall, cpu_seconds=math.ceil(cpu)), cases
 
     def _run(self, target: str, payload: dict, exercise: Exercise, *, trusted: bool = False):
-        from alignlings.practice.sandbox import run_job
+        from alignlings.practice.sandbox import STOP, run_job
 
+        if trusted and STOP.get() is not None:  # reference values are shared: one learner's Stop never ends them
+            return contextvars.copy_context().run(self._run_unstoppable, target, payload, exercise)
         limits, cases = self._limits(exercise, trusted, len(payload.get("variants") or ()) or 1)
         payload = dict(payload, case_seconds=cases)
         server = self._warm or self._session_state.server
@@ -805,6 +818,12 @@ class Grader:
         result.case_seconds = cases  # the limit it ran under, for "timed out after N s"
         result.cpu_limit = limits.cpu_seconds  # for "used more than N s of CPU time"
         return result
+
+    def _run_unstoppable(self, target: str, payload: dict, exercise: Exercise):
+        from alignlings.practice.sandbox import STOP
+
+        STOP.set(None)  # in this copied context only
+        return self._run(target, payload, exercise, trusted=True)
 
 
 def template_for(exercise: Exercise, lang: str = "en") -> str:

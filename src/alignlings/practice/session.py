@@ -23,6 +23,8 @@ write to the progress store or decide a rule themselves. The rules that live her
   (:meth:`Practice.review_rate`), which re-rates that same review; only items the learner has met are served or accepted, and
   a wrong answer shows the reference fill (or a bug drill's fix) only once the exercise is solved
   or its solution was seen.
+- A check the learner stopped (the page's "Stop", a file saved again under ``watch``) is not an
+  attempt: nothing is recorded.
 - A store that cannot be written never hides a result: the failure is logged, the learner still
   gets the verdict, the hint, the solution, the quiz explanation or the cloze verdict, and the
   result says ``recorded=False``. Grading and recording are separate steps, so a store error is
@@ -411,6 +413,9 @@ class Practice:
         grader = self.grader()
         verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
         graded = code if code is not None else grader.submission(ex, fills=fills).code
+        error: Any = verdict.get("error") if isinstance(verdict, dict) else None
+        if isinstance(error, dict) and error.get("kind") == "stopped":
+            return Checked(verdict, graded, False)  # the learner stopped it: it says nothing of the answer
         recorded = record_safely(self.store, ex, verdict, code=graded, source=self.source)
         return Checked(verdict, graded, recorded)
 

@@ -15,6 +15,7 @@ address from the key, so the routes only pass the key.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -41,6 +42,37 @@ def client_key(request) -> str:
 
 def _address(client: str) -> str:
     return client.split("#", 1)[0]
+
+
+class Stops:
+    """The checks running or waiting for each (client, exercise): ``POST /api/exercises/ID/stop`` sets
+    their events, which end their sandbox jobs (``sandbox.STOP``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._events: dict[tuple[str, str], set[threading.Event]] = {}
+
+    @contextlib.contextmanager
+    def running(self, client: str, key: str):
+        event = threading.Event()
+        with self._lock:
+            self._events.setdefault((client, key), set()).add(event)
+        try:
+            yield event
+        finally:
+            with self._lock:
+                events = self._events.get((client, key), set())
+                events.discard(event)
+                if not events:
+                    self._events.pop((client, key), None)
+
+    def stop(self, client: str, key: str) -> int:
+        """Stop this client's checks of ``key``; how many there were."""
+        with self._lock:
+            events = list(self._events.get((client, key), ()))
+        for event in events:
+            event.set()
+        return len(events)
 
 
 class QueueFull(Exception):
@@ -71,6 +103,7 @@ class CheckQueue:
         # address -> its clients in turn order -> each client's tickets
         self._waiting: OrderedDict[str, OrderedDict[str, deque[int]]] = OrderedDict()
         self._tickets = itertools.count()
+        self.stops = Stops()  # the page's "Stop" for the checks of this queue
         self._alone: set[tuple[str, str | None]] = set()  # (client, kind) of the runs a client may have one of
 
     @property
