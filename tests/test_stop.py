@@ -68,8 +68,10 @@ class _BlockingGrader:
         assert stop is not None, "the check route did not give this check a Stop"
         self.started.set()
         assert stop.wait(60), "nobody pressed Stop"
+        from alignlings.practice.grader import msg
+
         return {"exercise": exercise_id, "passed": False, "blanks": [], "cases": [], "stdout": "",
-                "error": {"kind": "stopped", "message": "stopped before it finished: nothing was graded"},
+                "error": {"kind": "stopped", "message": msg("stopped", lang)},
                 "isolation": "fake", "seconds": 0.0}
 
     def submission(self, exercise, code=None, fills=None):
