@@ -194,6 +194,10 @@ def test_quiz_questions_carry_no_key(app):
     ex = next(ex for ex in PACK if ex.kind == "quiz")
     r = c.get(f"/api/exercises/{ex.key}")
     assert r.status_code == 200
+    listed = c.get("/api/quiz")
+    assert listed.status_code == 200
+    whys = [o.why["en"] for q in ex.quiz for o in q.options if len(o.why.get("en", "")) >= 20]
+    assert whys and not [w for w in whys if w in listed.text or w in r.text]
     for q in r.json()["questions"]:
         assert set(q) == {"id", "exercise", "pack", "question", "question_html", "options"}
         assert all(set(o) == {"text", "html"} for o in q["options"])
