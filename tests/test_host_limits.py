@@ -252,3 +252,32 @@ def test_the_server_warm_up_runs_the_predict_variants(monkeypatch):
     warmup.run(context)
     expected = [(ex.key, q.id) for ex in pack if ex.kind_spec.name == "predict" for q in ex.predict]
     assert expected and ran == expected
+
+
+def test_the_sandbox_job_trees_stay_readable_by_the_jobs(tmp_path, monkeypatch):
+    """A job tree (tree-*/jobtree-*) in the cache folder is read by the jobs' own uids through a
+    bind mount: making it 0600 would break every running server's jobs. Only the caches close."""
+    import os
+
+    from alignlings.practice.private import tighten
+
+    monkeypatch.delenv("ALIGNLINGS_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "d"))
+    cache = tmp_path / "c" / "alignlings"
+    tree = cache / "tree-123-abc" / "jobtree-0f" / "alignlings"
+    tree.mkdir(parents=True)
+    (tree / "__init__.py").write_text("")
+    (cache / "expected").mkdir()
+    (cache / "expected" / "dpo-loss-x.json").write_text("{}")
+    (tmp_path / "d" / "alignlings").mkdir(parents=True)
+    (tmp_path / "d" / "alignlings" / "progress.sqlite3").write_text("")
+    for p in [tmp_path / "c", tmp_path / "d", *(tmp_path / "c").rglob("*"), *(tmp_path / "d").rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    os.chmod(cache / "tree-123-abc", 0o700)  # as the sandbox makes it
+    changed = tighten()
+    assert _mode(cache) == 0o700 and _mode(cache / "expected" / "dpo-loss-x.json") == 0o600
+    assert _mode(tmp_path / "d" / "alignlings") == 0o700
+    assert _mode(tmp_path / "d" / "alignlings" / "progress.sqlite3") == 0o600
+    assert _mode(tree) == 0o755 and _mode(tree / "__init__.py") == 0o644
+    assert not [c for c in changed if "tree-123" in c]

@@ -7,9 +7,11 @@ of it. So:
 - :func:`private_umask` sets the process umask to 077 (the CLI does it first thing), so every
   folder alignlings creates is 0700 and every file 0600 (SQLite gives its journal, ``-wal`` and
   ``-shm`` files the database file's mode);
-- :func:`tighten` makes the home folders 0700 and the store and its journal files 0600 where an
-  older version (or another umask) left them readable by others, and says what it changed: the CLI
-  prints a notice, a server logs it.
+- :func:`tighten` makes the home folders 0700 and the store, its journal files and the caches
+  0600 where an older version (or another umask) left them readable by others, and says what it
+  changed: the CLI prints a notice, a server logs it. The sandbox's job trees (``tree-*`` in the
+  cache folder) stay as they are: their insides must be readable by the jobs' own uids, and the
+  0700 folder above them keeps other users out.
 
 The folders are ``$ALIGNLINGS_HOME`` when set, else the platform's user data and cache folders of
 alignlings (``platformdirs``), and the folder of the progress database when it lives elsewhere.
@@ -61,20 +63,40 @@ def _chmod(path: Path, mode: int, changed: list[str]) -> None:
             log.warning("could not make %s private: %s", path, exc)
 
 
+CACHE_FOLDERS = ("cache", "expected", "predict", "figures")
+"""The folders of cached values under a home: made private with everything in them."""
+
+
+def _private_folder(folder: Path, changed: list[str], depth: int = 0) -> None:
+    """Files in ``folder`` 0600, its cache folders 0700 and what they hold. A job tree
+    (``tree-*``: readable inside by the jobs' own uids, behind this 0700 folder) and anything
+    else are left as they are."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_symlink() or entry.name.startswith("tree-"):
+            continue
+        if entry.is_file():
+            _chmod(path, 0o600, changed)
+        elif entry.is_dir() and (depth > 0 or entry.name in CACHE_FOLDERS) and depth < 4:
+            _chmod(path, 0o700, changed)
+            _private_folder(path, changed, depth + 1)
+
+
 def tighten(db_path: str | Path | None = None) -> list[str]:
-    """Make the homes (:func:`homes`) and everything in them private: folders 0700, files 0600; and
-    a progress database kept elsewhere (``db_path``) with its journal files 0600 (its folder is
-    left alone: it is not ours). Returns one line per change ([] when all was private already)."""
+    """Make the homes (:func:`homes`) 0700, the files in them (the store and its journal files)
+    0600 and their cache folders private; and a progress database kept elsewhere (``db_path``) with
+    its journal files 0600 (its folder is left alone: it is not ours). Returns one line per change
+    ([] when all was private already)."""
     changed: list[str] = []
     for folder in homes():
         if not folder.is_dir():
             continue
         _chmod(folder, 0o700, changed)
-        for root, dirs, files in os.walk(folder):
-            for d in dirs:
-                _chmod(Path(root) / d, 0o700, changed)
-            for f in files:
-                _chmod(Path(root) / f, 0o600, changed)
+        _private_folder(folder, changed)
     if db_path is not None and "://" not in str(db_path):
         for suffix in JOURNAL_SUFFIXES:
             _chmod(Path(f"{db_path}{suffix}"), 0o600, changed)
