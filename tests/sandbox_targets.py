@@ -306,3 +306,52 @@ def odd_result(payload: dict) -> None:
     import json
 
     _write_result_pipes(json.dumps(payload["message"]).encode())
+
+
+def read_other_processes(payload: dict) -> dict:
+    """Issue 29 §4: ptrace (attach, seize) every process the job can see, bubblewrap's init and the
+    job's parent among them, read their memory with process_vm_readv, take a descriptor with
+    pidfd_getfd; and the same calls on a pid that does not exist (ESRCH without a filter, EPERM with
+    one). Returns call -> errno (0: it worked, and an attached process was let go at once)."""
+    import errno as errno_
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    libc.ptrace.restype = ctypes.c_long
+    ptrace_attach, ptrace_detach, ptrace_seize = 16, 17, 0x4206
+    nr = {"x86_64": {"process_vm_readv": 310, "pidfd_open": 434, "pidfd_getfd": 438},
+          "aarch64": {"process_vm_readv": 270, "pidfd_open": 434, "pidfd_getfd": 438}}[os.uname().machine]
+
+    class IoVec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    buf = ctypes.create_string_buffer(64)
+    local, remote = IoVec(ctypes.addressof(buf), 64), IoVec(ctypes.addressof(buf), 64)
+
+    def err(rc: int) -> int:
+        return 0 if rc >= 0 else ctypes.get_errno()
+
+    out = {}
+    pids = sorted({int(p) for p in os.listdir("/proc") if p.isdigit()} - {os.getpid()}) + [os.getppid(), 1]
+    for pid in [*dict.fromkeys(pids), 4_000_000]:
+        for name, request in (("attach", ptrace_attach), ("seize", ptrace_seize)):
+            rc = err(libc.ptrace(request, pid, None, None))
+            if rc == 0:
+                libc.ptrace(ptrace_detach, pid, None, None)
+            out[f"ptrace {name} {pid}"] = rc
+        out[f"process_vm_readv {pid}"] = err(libc.syscall(nr["process_vm_readv"], pid, ctypes.byref(local), 1,
+                                                           ctypes.byref(remote), 1, 0))
+    out["process_vm_readv self"] = err(libc.syscall(nr["process_vm_readv"], os.getpid(), ctypes.byref(local), 1,
+                                                     ctypes.byref(remote), 1, 0))
+    pidfd = libc.syscall(nr["pidfd_open"], os.getpid(), 0)
+    if pidfd >= 0:
+        out["pidfd_getfd self"] = err(libc.syscall(nr["pidfd_getfd"], pidfd, 0, 0))
+    out["EPERM"] = errno_.EPERM
+    return out
+
+
+def stop_answering(payload: dict) -> None:
+    """A job tree that stops answering: the job stops itself (SIGSTOP), as a traced or stopped
+    process would; the supervisor must end it at the wall limit."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+    time.sleep(3600)

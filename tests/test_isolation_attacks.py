@@ -263,6 +263,25 @@ def test_the_sandbox_cannot_be_undone_from_inside(run):
     assert value["NoNewPrivs"] == "1", value
 
 
+@pytest.mark.parametrize("processes", [1, 4])
+def test_a_job_cannot_trace_or_read_any_other_process(run, processes):
+    """Issue 29 §4: on a normal user's cold path bubblewrap's init has the job's uid; PTRACE_ATTACH
+    worked and a stopped init hung the check. Every job's seccomp filter answers EPERM to ptrace,
+    process_vm_readv/writev and pidfd_getfd, whatever the target (a pid that does not exist too, and
+    the job itself, which the kernel would allow)."""
+    result = run("read_other_processes", limits=Limits(wall_seconds=30, processes=processes))
+    assert result.ok, result
+    value = result.value
+    eperm = value.pop("EPERM")
+    assert value and all(rc == eperm for rc in value.values()), value
+
+
+def test_a_job_that_stops_answering_ends_at_its_wall_limit(run):
+    result = run("stop_answering", limits=Limits(wall_seconds=3, cpu_seconds=30))
+    assert not result.ok and result.error_kind == "timeout", result
+    assert result.error_message == "the code ran longer than 3 s and was stopped", result.error_message
+
+
 @pytest.mark.parametrize("target", ["nested_result", "garbage_result"])
 def test_an_unreadable_result_is_a_crash_with_a_reason(run, target):
     result = run(target)

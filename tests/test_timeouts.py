@@ -56,16 +56,41 @@ def test_a_case_that_runs_out_of_time_is_named(tiny, monkeypatch):
         assert "用例「random batch」运行超时：3.0 秒后被停止" in [c["message"] for c in zh["cases"]]
 
 
-def test_limits_scale_with_speed_and_load(tiny, monkeypatch):
+def _limits_at(grader, ex, monkeypatch, speed: float, load: float):
+    monkeypatch.setattr(gr, "machine_speed", lambda: speed)
+    monkeypatch.setattr(gr, "machine_load", lambda: load)
+    return grader._limits(ex)
+
+
+def test_wall_limits_scale_with_speed_and_load_cpu_limits_with_speed_only(tiny, monkeypatch):
+    """Issue 29 §4: a runaway fill ran 5 min 20 s on a 10 s exercise under load (RLIMIT_CPU 1157 s).
+    The CPU-time limit follows the calibrated speed only; the wall limit is the generous one."""
     ex = tiny.get("tiny-ex")
     with Grader(tiny) as grader:
-        monkeypatch.setattr(gr, "machine_slowness", lambda: 1.0)
-        calm, calm_cases = grader._limits(ex)
-        monkeypatch.setattr(gr, "machine_slowness", lambda: 5.0)
-        busy, busy_cases = grader._limits(ex)
-    assert busy_cases == 5 * calm_cases == 5 * ex.timeout
-    assert busy.wall_seconds == pytest.approx(5 * calm.wall_seconds)
-    assert busy.cpu_seconds > calm.cpu_seconds
+        calm, calm_cases = _limits_at(grader, ex, monkeypatch, 1.0, 1.0)
+        busy, busy_cases = _limits_at(grader, ex, monkeypatch, 1.0, 8.0)
+        slow, _ = _limits_at(grader, ex, monkeypatch, 2.0, 1.0)
+        trusted, _ = grader._limits(ex, trusted=True, variants=4)  # still at speed 2, load 1
+    assert busy_cases == 8 * calm_cases == 8 * ex.timeout
+    assert busy.wall_seconds == pytest.approx(8 * calm.wall_seconds)
+    assert busy.cpu_seconds == calm.cpu_seconds  # the load never raises the CPU limit
+    assert calm.cpu_seconds <= 2 * ex.timeout + 4  # near the stated limit (a margin and the job's start)
+    assert slow.cpu_seconds > calm.cpu_seconds  # a slower machine (calibrated) gets more
+    assert trusted.cpu_seconds <= 2 * (4 * 2 * ex.timeout + 4)  # once per variant
+
+
+def test_a_timeout_says_which_limit_was_hit():
+    from types import SimpleNamespace
+
+    ex = SimpleNamespace(timeout=10.0)
+    cpu = SimpleNamespace(error_message="the code used more than 17 s of CPU time and was stopped",
+                          cpu_limit=17, case_seconds=40.0)
+    wall = SimpleNamespace(error_message="the code ran longer than 42 s and was stopped", cpu_limit=17,
+                           case_seconds=40.0)
+    assert "17 s of CPU time" in gr._timed_out(cpu, ex, "en") and "speed only" in gr._timed_out(cpu, ex, "en")
+    assert "CPU 时间" in gr._timed_out(cpu, ex, "zh")
+    assert "wall-clock" in gr._timed_out(wall, ex, "en") and "40 s" in gr._timed_out(wall, ex, "en")
+    assert "墙钟" in gr._timed_out(wall, ex, "zh")
 
 
 def test_slowness_reads_the_load_and_is_bounded(monkeypatch):

@@ -64,7 +64,22 @@ _register()
 
 
 def main() -> None:
+    _private_home()
     app()
+
+
+def _private_home() -> None:
+    """Before anything is created: umask 077, and a home an older version left readable by other
+    users made private, with a notice (practice.private)."""
+    from alignlings.practice.private import private_umask, tighten
+
+    private_umask()
+    changed = tighten()
+    if changed:
+        from alignlings import i18n
+        from alignlings.cli.common import _error_lang
+
+        typer.echo(i18n.t("cli.private.tightened", _error_lang(), n=len(changed), first=changed[0]), err=True)
 
 
 if __name__ == "__main__":

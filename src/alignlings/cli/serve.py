@@ -14,6 +14,9 @@ with their name and the class code printed here, each with their own progress; t
 teacher's (``/teacher``), generated when not given. The class (its code and learners) is kept in
 the progress database, so a restart without ``--class-code`` keeps the same code. torch, FastAPI and uvicorn are
 imported inside the command so that ``alignlings --help`` stays fast.
+
+Per-address limits (checks, joins) count the connection's own address. ``--trusted-proxy ADDR``
+names a reverse proxy whose ``X-Forwarded-For`` is believed; from anyone else it is ignored.
 """
 
 from __future__ import annotations
@@ -50,6 +53,29 @@ def _lan_address() -> str | None:
     except OSError:
         return None
     return None if address.startswith("127.") else address
+
+
+def trusted_proxies(given: list[str], lang: str = "en") -> list[str]:
+    """``--trusted-proxy`` values as IP addresses or networks (a UsageError names a bad one)."""
+    import ipaddress
+
+    out = []
+    for text in given:
+        try:
+            out.append(str(ipaddress.ip_network(text.strip(), strict=False)))
+        except ValueError:
+            raise UsageError("trusted_proxy", "--trusted-proxy", lang=lang, got=text[:60]) from None
+    return out
+
+
+def server_config(web, proxies: list[str]):
+    """uvicorn's settings for ``serve``. Forwarding headers (X-Forwarded-For, -Proto) are read only
+    from the proxies the operator named; uvicorn's default would trust them from 127.0.0.1, so
+    anyone on a loopback server could pick the address each request is counted under."""
+    import uvicorn
+
+    return uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=3, proxy_headers=bool(proxies),
+                          forwarded_allow_ips=list(proxies) if proxies else [])
 
 
 def _check_isolation(*, shared: bool, allow_unisolated: bool, lang: str = "en") -> bool:
@@ -102,6 +128,11 @@ def serve(
         "--allow-unisolated", help="Serve a class or a shared server even where grading cannot isolate learner "
                                    "code (no Linux namespaces here); every page then says so. Without it, "
                                    "such a server refuses to start.")] = False,
+    trusted_proxy: Annotated[list[str] | None, typer.Option(
+        "--trusted-proxy", metavar="ADDR",
+        help="A reverse proxy in front of this server (an IP address or network, repeatable): only requests "
+             "from it may name the learner's address in X-Forwarded-For. Without it the headers are ignored "
+             "and per-address limits count the connection's own address.", show_default=False)] = None,
     lang: LangOption = None,
 ) -> None:
     """Open the practice app in your browser: exercises, quiz, MLM drill, toy GRPO, progress.
@@ -126,6 +157,7 @@ def serve(
         raise UsageError("class_code_empty", "--class-code", lang=lang)
     if classroom and allow_import:
         raise UsageError("classroom_import", "--allow-import", lang=lang)
+    proxies = trusted_proxies(trusted_proxy or [], lang)
     if database_url is not None:
         from alignlings.practice.progress import is_database_url
 
@@ -177,5 +209,5 @@ def serve(
 
         opened = f"{url.rstrip('/')}/teacher?token={token}" if classroom else url
         threading.Timer(1.0, lambda: webbrowser.open(opened)).start()
-    server = uvicorn.Server(uvicorn.Config(web, log_level="warning", timeout_graceful_shutdown=3))
+    server = uvicorn.Server(server_config(web, proxies))
     server.run(sockets=[sock])

@@ -1,4 +1,5 @@
-"""`alignlings watch ID [FILE]`: re-check on every save, rustlings-style."""
+"""`alignlings watch ID [FILE]`: re-check on every save, rustlings-style. A save while a check runs
+stops that check (its sandbox jobs end at once, nothing is recorded) and checks the new version."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -75,7 +76,7 @@ def watch(
     from alignlings.cli.check import grade_and_record, read_submission
     from alignlings.cli.report import render_verdict
     from alignlings.practice.grader import Grader
-    from alignlings.practice.sandbox import is_isolated
+    from alignlings.practice.sandbox import STOP, is_isolated
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     path, _ = read_submission(ex.key, file)
@@ -84,11 +85,38 @@ def watch(
         seen: list[tuple[int, int] | None] = [None]
         warned = [False]
 
+        def grade(code: str) -> Any:
+            """Grade in a thread; when the file is saved again meanwhile, stop this check (its jobs
+            end at once, nothing is recorded) and return None."""
+            stop, box = threading.Event(), {}
+
+            def work() -> None:
+                STOP.set(stop)  # this thread's context: the check's jobs end when it is set
+                try:
+                    box["verdict"] = grade_and_record(grader, ex.key, code, lang, source="watch")
+                except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
+                    box["error"] = exc
+
+            worker = threading.Thread(target=work, name="alignlings-watch-check", daemon=True)
+            worker.start()
+            while worker.is_alive():
+                worker.join(0.2)
+                if worker.is_alive() and not stop.is_set() and _stamp(path) != seen[0]:
+                    stop.set()
+            if "error" in box:
+                raise box["error"]
+            if stop.is_set():
+                out.print(f"[yellow]{escape(MSG['superseded'][lang])}[/]")
+                return None
+            return box["verdict"]
+
         def run() -> bool:
-            seen[0] = _stamp(path)  # the version this check reads
-            _, code = read_submission(ex.key, path)
-            out.rule(time.strftime("%H:%M:%S"))
-            verdict = grade_and_record(grader, ex.key, code, lang, source="watch")
+            verdict = None
+            while verdict is None:  # saved again during the check: check the new version
+                seen[0] = _stamp(path)  # the version this check reads
+                _, code = read_submission(ex.key, path)
+                out.rule(time.strftime("%H:%M:%S"))
+                verdict = grade(code)
             render_verdict(verdict, lang, out)
             isolation = verdict.get("isolation") or ""
             if not warned[0] and not is_isolated(isolation):  # once: no namespaces, or no task limit

@@ -31,6 +31,7 @@ import ast
 import builtins
 import collections
 import contextlib
+import contextvars
 import hashlib
 import json
 import math
@@ -112,6 +113,23 @@ def fold_variant(variant: int) -> int:
 def _ran_for(result: Any, exercise: Exercise) -> float:
     """The seconds a job's cases had (set by ``Grader._run``), else the exercise's own timeout."""
     return float(getattr(result, "case_seconds", exercise.timeout))
+
+
+class _ContextPool(ThreadPoolExecutor):
+    """A thread pool whose tasks run in the submitter's context (contextvars), so that a "Stop"
+    (``sandbox.STOP``) set where a check was asked for reaches the jobs its workers start."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+
+def _timed_out(result: Any, exercise: Exercise, lang: str) -> str:
+    """Which limit a job that timed out hit: its CPU time (scaled to this machine's calibrated speed)
+    or its wall-clock time (scaled to speed and load), in the learner's language."""
+    cpu = getattr(result, "cpu_limit", None)
+    if cpu is not None and "of CPU time" in (result.error_message or ""):
+        return msg("cpu_timed_out", lang, seconds=_seconds(float(cpu)))
+    return msg("timed_out", lang, seconds=_seconds(_ran_for(result, exercise)))
 
 
 def _seconds(x: float) -> str:
@@ -212,6 +230,9 @@ def machine_load() -> float:
     return min(8.0, max(1.0, load / cpus))
 
 
+CPU_MARGIN = 1.5  # a job's CPU time limit over its exercise's timeout (on this machine's calibrated speed)
+
+
 def machine_slowness() -> float:
     """The factor an exercise's time limit is scaled by: this machine's speed times its load."""
     return machine_speed() * machine_load()
@@ -302,8 +323,8 @@ class Grader:
         # one computation per (id, variant) at a time: a check that arrives while the web app's
         # background warm-up computes the same values waits for them instead of computing them twice
         self._computing: dict[tuple[str, int], threading.Lock] = {}
-        self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
-                                        thread_name_prefix="alignlings-grade")
+        self._pool = _ContextPool(max_workers=max(2, min(4, os.cpu_count() or 2)),
+                                  thread_name_prefix="alignlings-grade")
         self._session_state = _SessionState()
         if warm:
             self._warm = self._fork_server(list(self.pack))
@@ -397,7 +418,7 @@ class Grader:
             result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
                                exercise, trusted=True)
             if not result.ok and result.error_kind == "timeout":
-                result.error_message = msg("timed_out", "en", seconds=_seconds(_ran_for(result, exercise)))
+                result.error_message = _timed_out(result, exercise, "en")
             if not result.ok:
                 raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
                                    f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
@@ -580,7 +601,9 @@ class Grader:
         if not result.ok:
             message = result.error_message or ""
             if result.error_kind == "timeout":
-                message = msg("timed_out", lang, seconds=_seconds(_ran_for(result, exercise)))
+                message = _timed_out(result, exercise, lang)
+            elif result.error_kind == "stopped":
+                message = msg("stopped", lang)
             verdict["error"] = {"kind": result.error_kind or "crashed", "message": message}
             return verdict
         value = result.value
@@ -761,20 +784,30 @@ class Grader:
         return out
 
     def _limits(self, exercise: Exercise, trusted: bool = False, variants: int = 1):
-        """(the job's Limits, the seconds its cases may use): the exercise's timeout, scaled by how
-        slow this machine is right now (``machine_slowness``), once per variant a trusted job runs,
-        plus the job's start (an interpreter and torch on the cold path)."""
+        """(the job's Limits, the seconds its cases may use).
+
+        Two separate limits. CPU time (what a runaway fill burns) is the exercise's timeout scaled
+        by the calibrated speed of this machine only (``machine_speed``), never by its current
+        load, with CPU_MARGIN and the job's start: a loop without end is stopped near the stated
+        limit however busy the machine is. Wall time is generous for a right answer on a busy
+        machine: the timeout scaled by speed and load (``machine_slowness``). Both count once per
+        variant a trusted job runs, plus the job's start (an interpreter and torch on the cold
+        path)."""
         from alignlings.practice.sandbox import Limits
 
-        slow = machine_slowness()
+        speed, slow = machine_speed(), machine_slowness()
         cases = exercise.timeout * slow
         warm = self._warm is not None or self._session_state.server is not None
-        wall = cases * (max(3, variants) if trusted else 1) + (2.0 if warm else 8.0) * slow
-        return Limits(wall_seconds=wall, cpu_seconds=int(wall * 3) + 5), cases
+        runs = max(3, variants) if trusted else 1
+        wall = cases * runs + (2.0 if warm else 8.0) * slow
+        cpu = exercise.timeout * speed * runs * CPU_MARGIN + (1.0 if warm else 4.0) * speed
+        return Limits(wall_seconds=wall, cpu_seconds=math.ceil(cpu)), cases
 
     def _run(self, target: str, payload: dict, exercise: Exercise, *, trusted: bool = False):
-        from alignlings.practice.sandbox import run_job
+        from alignlings.practice.sandbox import STOP, run_job
 
+        if trusted and STOP.get() is not None:  # reference values are shared: one learner's Stop never ends them
+            return contextvars.copy_context().run(self._run_unstoppable, target, payload, exercise)
         limits, cases = self._limits(exercise, trusted, len(payload.get("variants") or ()) or 1)
         payload = dict(payload, case_seconds=cases)
         server = self._warm or self._session_state.server
@@ -783,7 +816,14 @@ class Grader:
         else:
             result = run_job(target, payload, limits=limits, isolation=self.isolation)
         result.case_seconds = cases  # the limit it ran under, for "timed out after N s"
+        result.cpu_limit = limits.cpu_seconds  # for "used more than N s of CPU time"
         return result
+
+    def _run_unstoppable(self, target: str, payload: dict, exercise: Exercise):
+        from alignlings.practice.sandbox import STOP
+
+        STOP.set(None)  # in this copied context only
+        return self._run(target, payload, exercise, trusted=True)
 
 
 def template_for(exercise: Exercise, lang: str = "en") -> str:

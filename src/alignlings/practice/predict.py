@@ -30,6 +30,7 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -367,17 +368,34 @@ def _tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+_running_lock = threading.Lock()
+_running: dict[Path, threading.Lock] = {}  # cache path -> the lock of its one run in this process
+
+
 def run_variant(ex: Exercise, q: PredictQuestion, *, timeout: float | None = None, use_cache: bool = True) -> Run:
     """Run ``q.run`` of ``ex``'s variant.py in a separate process (or take the cached run).
 
     ``timeout``: seconds (default :data:`DEFAULT_TIMEOUT`, or ``ALIGNLINGS_PREDICT_TIMEOUT``);
     ``use_cache=False`` runs it whatever the cache holds (``dev check``) and refreshes the cache.
-    Raises :class:`VariantError` when it times out, crashes or returns malformed data."""
+    One variant runs once at a time in this process: a second request for it (another learner,
+    the server's warm-up) waits and takes the cached run. Raises :class:`VariantError` when it
+    times out, crashes or returns malformed data."""
     path = cache_path(ex, q)
     if use_cache:
         hit = _read_cache(path)
         if hit is not None:
             return hit
+    with _running_lock:
+        lock = _running.setdefault(path, threading.Lock())
+    with lock:
+        if use_cache:  # it may have run while this one waited
+            hit = _read_cache(path)
+            if hit is not None:
+                return hit
+        return _run_variant(ex, q, path, timeout)
+
+
+def _run_variant(ex: Exercise, q: PredictQuestion, path: Path, timeout: float | None) -> Run:
     variant = ex.path / "variant.py"
     if not variant.is_file():
         raise VariantError(f"{ex.key}: variant.py is missing", str(variant))

@@ -12,6 +12,9 @@ write to the progress store or decide a rule themselves. The rules that live her
 - The solution counts as seen ("revealed") when the learner asks for it, and when the cloze drill
   of a code exercise that is neither solved nor revealed is opened or drawn (the drill shows the
   rest of the solution), from any interface.
+- A cloze check grades only the positions of a draw the server issued to this learner (the last
+  few draws are kept in the store, ``cloze_draws/PACK/ID``; an import never brings one), so no
+  set of keys a learner makes up is answered with the reference's tokens.
 - A quiz round starts with :meth:`Practice.quiz_start` (``alignlings quiz``, the page's "retake")
   and ends with an answer to the quiz's last question: its score is the latest answer to each
   question since the start, recorded as one attempt (passed when all are right).
@@ -20,6 +23,8 @@ write to the progress store or decide a rule themselves. The rules that live her
   (:meth:`Practice.review_rate`), which re-rates that same review; only items the learner has met are served or accepted, and
   a wrong answer shows the reference fill (or a bug drill's fix) only once the exercise is solved
   or its solution was seen.
+- A check the learner stopped (the page's "Stop", a file saved again under ``watch``) is not an
+  attempt: nothing is recorded.
 - A store that cannot be written never hides a result: the failure is logged, the learner still
   gets the verdict, the hint, the solution, the quiz explanation or the cloze verdict, and the
   result says ``recorded=False``. Grading and recording are separate steps, so a store error is
@@ -302,6 +307,14 @@ def quiz_round_key(ex: Exercise) -> str:
     return f"quiz_round/{ex.pack}/{ex.id}"
 
 
+def cloze_draws_key(ex: Exercise) -> str:
+    """The setting that keeps the cloze draws issued to this learner (the latest few, server-side)."""
+    return f"cloze_draws/{ex.pack}/{ex.id}"
+
+
+CLOZE_DRAWS_KEPT = 8  # a check may answer any of the learner's last few draws (several tabs, a retry)
+
+
 def blank_hints(ex: Exercise, lang: str) -> list[list[str]]:
     """The pack's per-blank hints, one list per blank ([] when it has none)."""
     return [list(h or []) for h in (getattr(ex.texts(lang), "blank_hints", None) or [])]
@@ -331,6 +344,7 @@ class Practice(InterviewMixin):
         # what could not be recorded still counts for this session: quiz answers and round starts
         self._unrecorded_answers: dict[tuple[str, str], dict] = {}
         self._unrecorded_starts: dict[tuple[str, str], str] = {}
+        self._unrecorded_draws: dict[tuple[str, str], list[dict]] = {}  # cloze draws the store did not keep
 
     def grader(self):
         if self._grader is None:
@@ -400,6 +414,9 @@ class Practice(InterviewMixin):
         grader = self.grader()
         verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
         graded = code if code is not None else grader.submission(ex, fills=fills).code
+        error: Any = verdict.get("error") if isinstance(verdict, dict) else None
+        if isinstance(error, dict) and error.get("kind") == "stopped":
+            return Checked(verdict, graded, False)  # the learner stopped it: it says nothing of the answer
         recorded = record_safely(self.store, ex, verdict, code=graded, source=self.source)
         return Checked(verdict, graded, recorded)
 
@@ -677,6 +694,7 @@ class Practice(InterviewMixin):
             seed = random.SystemRandom().randrange(2**31)
         stats = self._read("cloze statistics", lambda: self.store.cloze_stats(ex.id, pack=ex.pack), None)
         masked = list(cz.draw(positions, ratio=ratio, seed=seed, stats=stats))
+        self._issue_cloze_draw(ex, [p.key for p in masked])
         return ClozeDraw(ex.key, seed, ratio, source, len(positions), masked,
                          cz.counter_text(len(positions), len(masked), lang), revealed)
 
@@ -688,11 +706,15 @@ class Practice(InterviewMixin):
         from alignlings.practice import cloze as cz
 
         self._refuse_if_locked(ex, lang)
+        if not masked:
+            raise UsageError("masked", "empty: give the keys of the positions your draw masked")
         source = cz.snippet_source(ex, lang)
         by_key = {p.key: p for p in cz.maskable_positions(source)}
-        unknown = [k for k in masked if k not in by_key]
-        if unknown or not masked:
-            raise UsageError("masked", f"unknown position keys {unknown[:5]}" if unknown else "empty")
+        # only positions of a draw issued to this learner are graded; the message is the same for
+        # every other set of keys, so it tells nothing about which keys are positions
+        if not self.cloze_draw_issued(ex, masked) or any(k not in by_key for k in masked):
+            raise UsageError("masked", "these are not the positions of a draw you were given: "
+                                       "draw again and answer its masks")
         chosen = [by_key[k] for k in dict.fromkeys(masked)]
         answers = {k: v for k, v in answers.items() if k in by_key}  # other keys are not this snippet's
         try:
@@ -703,6 +725,27 @@ class Practice(InterviewMixin):
         recorded = self._safely(f"a cloze round of {ex.key}",
                                 lambda: self.store.record_cloze(ex.id, rows, pack=ex.pack))
         return ClozeChecked(ex.key, results, sum(1 for r in results if r["correct"]), len(results), recorded)
+
+    def _cloze_draws(self, ex: Exercise) -> list[dict]:
+        kept = self._read("cloze draws", lambda: self.store.get_setting(cloze_draws_key(ex)), None)
+        draws = [d for d in kept if isinstance(d, dict) and isinstance(d.get("keys"), list)] \
+            if isinstance(kept, list) else []
+        return draws + self._unrecorded_draws.get((ex.pack, ex.id), [])
+
+    def _issue_cloze_draw(self, ex: Exercise, keys: list[str]) -> None:
+        """Keep a draw server-side (the latest CLOZE_DRAWS_KEPT): a check grades only these."""
+        from alignlings.practice.store import utcnow
+
+        draws = [*self._cloze_draws(ex), {"keys": list(keys), "issued_at": utcnow()}][-CLOZE_DRAWS_KEPT:]
+        if self._safely(f"a cloze draw of {ex.key}", lambda: self.store.set_setting(cloze_draws_key(ex), draws)):
+            self._unrecorded_draws.pop((ex.pack, ex.id), None)
+        else:  # this session still knows it (the CLI's draw and check share one session)
+            self._unrecorded_draws[(ex.pack, ex.id)] = draws
+
+    def cloze_draw_issued(self, ex: Exercise, masked: list[str]) -> bool:
+        """Whether ``masked`` are exactly the positions of one of the draws issued to this learner."""
+        want = set(masked)
+        return bool(want) and any(set(map(str, d["keys"])) == want for d in self._cloze_draws(ex))
 
     # -- spaced review -----------------------------------------------------------------------------------
     def review(self):
@@ -842,6 +885,10 @@ class Practice(InterviewMixin):
                       "questions": ({qid for ex in self.course for qid in ex.kind_spec.question_ids(ex)}
                                     | questionbank.course_question_ids(self.course)),
                       "packs": {p.id for p in self.course.packs}}
+        settings = data.get("settings")
+        if isinstance(settings, dict):  # a cloze draw is issued by the server, never imported
+            data = {**data, "settings": {k: v for k, v in settings.items()
+                                         if not (isinstance(k, str) and k.startswith("cloze_draws/"))}}
         try:
             counts = self.store.import_(data, **limits)
         except STORE_ERRORS:

@@ -103,6 +103,12 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
         from alignlings.practice.store import ProgressStore
 
         store = ProgressStore(db_path)
+    from alignlings.practice.private import tighten
+
+    changed = tighten(getattr(store, "path", None) or db_path)  # the class database: its owner's alone
+    if changed:
+        log.warning("made %d files and folders readable by this user alone (others could read them), e.g. %s",
+                    len(changed), changed[0])
     context = WebContext(pack, store, grader,
                          check_queue=CheckQueue(max_concurrent_checks, max_queue, check_wait_seconds,
                                                 max_checks_per_client, max_checks_per_address),

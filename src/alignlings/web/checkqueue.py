@@ -15,6 +15,7 @@ address from the key, so the routes only pass the key.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -41,6 +42,37 @@ def client_key(request) -> str:
 
 def _address(client: str) -> str:
     return client.split("#", 1)[0]
+
+
+class Stops:
+    """The checks running or waiting for each (client, exercise): ``POST /api/exercises/ID/stop`` sets
+    their events, which end their sandbox jobs (``sandbox.STOP``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._events: dict[tuple[str, str], set[threading.Event]] = {}
+
+    @contextlib.contextmanager
+    def running(self, client: str, key: str):
+        event = threading.Event()
+        with self._lock:
+            self._events.setdefault((client, key), set()).add(event)
+        try:
+            yield event
+        finally:
+            with self._lock:
+                events = self._events.get((client, key), set())
+                events.discard(event)
+                if not events:
+                    self._events.pop((client, key), None)
+
+    def stop(self, client: str, key: str) -> int:
+        """Stop this client's checks of ``key``; how many there were."""
+        with self._lock:
+            events = list(self._events.get((client, key), ()))
+        for event in events:
+            event.set()
+        return len(events)
 
 
 class QueueFull(Exception):
@@ -71,6 +103,8 @@ class CheckQueue:
         # address -> its clients in turn order -> each client's tickets
         self._waiting: OrderedDict[str, OrderedDict[str, deque[int]]] = OrderedDict()
         self._tickets = itertools.count()
+        self.stops = Stops()  # the page's "Stop" for the checks of this queue
+        self._alone: set[tuple[str, str | None]] = set()  # (client, kind) of the runs a client may have one of
 
     @property
     def capacity(self) -> int:
@@ -88,22 +122,27 @@ class CheckQueue:
         with self._cond:
             return sum(len(t) for clients in self._waiting.values() for t in clients.values())
 
-    async def run(self, fn: Callable[[], Any], client: str = "") -> Any:
-        self._admit(client)
+    async def run(self, fn: Callable[[], Any], client: str = "", *, alone: str | None = None) -> Any:
+        """Run ``fn`` when its turn comes. ``alone``: a kind of run a client may have only one of at a
+        time (``"predict"``: one predict run per learner); a second is refused at once."""
+        self._admit(client, alone)
         try:
             return await run_in_threadpool(self._run, fn, client)
         finally:
-            self._release(client)
+            self._release(client, alone)
 
-    def _release(self, client: str) -> None:
+    def _release(self, client: str, alone: str | None = None) -> None:
         with self._cond:
+            self._alone.discard((client, alone))
             _drop(self._admitted, client)
             _drop(self._by_address, _address(client))
             if _address(client) not in self._by_address:
                 self._last_turn.pop(_address(client), None)
 
-    def _admit(self, client: str) -> None:
+    def _admit(self, client: str, alone: str | None = None) -> None:
         with self._cond:
+            if alone is not None and (client, alone) in self._alone:
+                raise QueueFull(f"you already have a {alone} run going (one at a time); wait for it to finish")
             total = sum(self._admitted.values())
             if total >= self.capacity:
                 raise QueueFull(f"{total} gradings running or waiting (limit {self.capacity})")
@@ -118,6 +157,8 @@ class CheckQueue:
                                 f"(limit {self.max_per_address} per address); wait for them to finish")
             self._admitted[client] = mine + 1
             self._by_address[address] = here + 1
+            if alone is not None:
+                self._alone.add((client, alone))
 
     def _next(self) -> tuple[str, str, int] | None:
         """The grading whose turn it is: of the waiting addresses, the one running the fewest

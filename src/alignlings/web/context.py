@@ -116,13 +116,14 @@ def call(fn: Callable, *args, **kwargs):
         raise HTTPException(503, str(exc), headers={"Retry-After": "5"}) from None
 
 
-async def graded(request: Request, fn: Callable, *, what: str):
+async def graded(request: Request, fn: Callable, *, what: str, alone: str | None = None):
     """Run a grading (``fn``, which may record through the session) through the bounded, fair
     grading queue, and map what can go wrong to an HTTP status, in one place: a full queue 429, a
     request the course cannot serve 404/422, a submission the engine refuses 422, and anything
-    else 500 with a fixed message. No exception text reaches the client; the error is logged."""
+    else 500 with a fixed message. No exception text reaches the client; the error is logged.
+    ``alone``: a kind of run a learner may have one of at a time (``CheckQueue.run``)."""
     try:
-        return await ctx(request).check_queue.run(fn, client=client_key(request))
+        return await ctx(request).check_queue.run(fn, client=client_key(request), alone=alone)
     except (HTTPException, QueueFull):
         raise
     except UsageError as exc:

@@ -20,6 +20,7 @@ from alignlings.web import render
 from alignlings.web import verdict as web_verdict
 from alignlings.web.i18n import ui
 from alignlings.web.context import call, ctx, get_exercise, graded, lang_of, practice, render_page
+from alignlings.web.checkqueue import client_key
 from alignlings.web.helpers import PAGES, hints_taken, public_question, web_statement  # noqa: F401 - re-exported
 
 router = APIRouter()
@@ -156,10 +157,13 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         if any(len(f) > MAX_FILL_CHARS for f in body.fills):
             raise HTTPException(422, f"fills: each fill is at most {MAX_FILL_CHARS} characters")
     lang, session = lang_of(request), practice(request)
+    stops = ctx(request).check_queue.stops
 
     def grade() -> dict:
         from alignlings.practice.grader import template_for
+        from alignlings.practice.sandbox import STOP
 
+        STOP.set(stop)  # this worker's context: the page's "Stop" ends the jobs of this check
         checked = session.check(ex, code=body.code, fills=body.fills, lang=lang)
         verdict: Any = checked.verdict
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
@@ -167,7 +171,16 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
                                    graded_code=checked.code, lang=lang)
 
-    return await graded(request, grade, what=ex.key)
+    with stops.running(client_key(request), ex.key) as stop:
+        return await graded(request, grade, what=ex.key)
+
+
+@router.post("/api/exercises/{exercise_id:path}/stop", tags=["exercises"])
+def stop_check(request: Request, exercise_id: str) -> dict:
+    """Stop this learner's checks of the exercise, running or waiting: each answers at once with a
+    verdict whose error is ``stopped`` (nothing is recorded). ``stopped``: how many there were."""
+    ex = code_exercise(request, exercise_id)
+    return {"exercise": ex.key, "stopped": ctx(request).check_queue.stops.stop(client_key(request), ex.key)}
 
 
 class HintBody(BaseModel):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from alignlings import i18n
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
-from alignlings.web.context import call, get_exercise, lang_of, practice, render_page
+from alignlings.web.context import get_exercise, graded, lang_of, practice, render_page
 from alignlings.web.helpers import neighbours, page, web_statement
 from alignlings.web.i18n import ui
 
@@ -164,8 +164,6 @@ def predict_page(request: Request, ex: Exercise):
 @router.post("/exercises/{exercise_id:path}/predict", include_in_schema=False)
 async def commit_form(request: Request, exercise_id: str):
     """The form's commit: record the prediction, run the variant, render the page with the result."""
-    from starlette.concurrency import run_in_threadpool
-
     ex = predict_exercise(request, exercise_id)
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
@@ -175,8 +173,10 @@ async def commit_form(request: Request, exercise_id: str):
     choice_text = (fields.get("choice") or [""])[0]
     if not choice_text.isdigit():
         raise HTTPException(422, "choice: choose one of the options")
-    lang = lang_of(request)
-    result = await run_in_threadpool(call, practice(request).predict_answer, ex, qid, int(choice_text), lang=lang)
+    lang, session = lang_of(request), practice(request)
+    # a variant run: through the grading queue, one predict run at a time per learner
+    result = await graded(request, lambda: session.predict_answer(ex, qid, int(choice_text), lang=lang),
+                          what=ex.key, alone="predict")
     return _render(request, ex, {result.question: _result_view(result, lang)})
 
 
@@ -199,12 +199,15 @@ def questions(request: Request, exercise_id: str) -> dict:
 
 
 @router.post("/api/predict/{exercise_id:path}/{qid}", tags=["predict"])
-def answer(request: Request, exercise_id: str, qid: str, body: AnswerBody) -> dict:
+async def answer(request: Request, exercise_id: str, qid: str, body: AnswerBody) -> dict:
     """Commit a prediction; returns whether it was right, the run's result sentence, values, series
-    and chart (with ``chart_svg``), every option's feedback and the explanation."""
-    lang = lang_of(request)
+    and chart (with ``chart_svg``), every option's feedback and the explanation. The variant runs
+    through the grading queue (its per-learner and per-address limits), one predict run at a time
+    per learner (429 for a second)."""
+    lang, session = lang_of(request), practice(request)
     ex = predict_exercise(request, exercise_id)
-    result = call(practice(request).predict_answer, ex, qid, body.choice, lang=lang)
+    result = await graded(request, lambda: session.predict_answer(ex, qid, body.choice, lang=lang),
+                          what=ex.key, alone="predict")
     out = result.as_dict()
     out["chart_svg"] = line_chart_svg(result.chart, f"chart-{qid}-caption") if result.chart else None
     return out

@@ -1,6 +1,7 @@
 """Trusted reference values computed in the background when the server starts (issue 22 §3).
 
-A code exercise's first check needs the reference's values and the misconceptions' behaviour
+The warm-up also runs every predict item's variants (cached on disk, like a learner's first
+prediction would), after the code exercises. A code exercise's first check needs the reference's values and the misconceptions' behaviour
 (``Grader.trusted``: a sandboxed run of pack code, cached on disk per pack version). Computed on
 demand, that made the first check of an exercise on a fresh install take 10-24 s while the page
 said only "Checking…". :class:`ReferenceWarmup` computes them for every code exercise, in course
@@ -70,8 +71,27 @@ class ReferenceWarmup:
             except Exception as exc:  # noqa: BLE001 - that exercise's check will report it
                 log.warning("reference warm-up failed on %s: %s", key, exc)
                 self._set(key, "failed")
+        predicted = self._warm_predict(context)
         self.finished = time.perf_counter()
-        log.info("reference values ready for %d exercises in %.1f s", self.done(), self.finished - self.started)
+        log.info("reference values ready for %d exercises and %d predict runs in %.1f s", self.done(), predicted,
+                 self.finished - self.started)
+
+    def _warm_predict(self, context) -> int:
+        """Run every predict item's variants once (each cached on disk), so that no learner's first
+        prediction starts a run on a cold server; returns how many are ready. Never raises."""
+        from alignlings.practice import predict as pr
+
+        ready = 0
+        for ex in context.pack:
+            for q in getattr(ex, "predict", None) or ():
+                if self._stop.is_set():
+                    return ready
+                try:
+                    pr.run_variant(ex, q)
+                    ready += 1
+                except Exception as exc:  # noqa: BLE001 - that question's answer will report it
+                    log.warning("predict warm-up failed on %s/%s: %s", ex.key, q.id, exc)
+        return ready
 
     def _set(self, key: str, state: str) -> None:
         with self._lock:

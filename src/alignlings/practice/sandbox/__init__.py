@@ -45,6 +45,7 @@ from alignlings.practice.sandbox.cold import run_job
 from alignlings.practice.sandbox.limits import (
     ERROR_KINDS,
     ISOLATION_MODES,
+    STOP,
     Limits,
     SandboxResult,
     SandboxUnavailable,
@@ -53,5 +54,5 @@ from alignlings.practice.sandbox.mounts import JOB_MODULES, job_tree
 from alignlings.practice.sandbox.supervisor import _classify, _Outcome
 from alignlings.practice.sandbox.warm import MISSING_ISOLATION, WarmSandbox, is_isolated, warm_isolation
 
-__all__ = ["ERROR_KINDS", "ISOLATION_MODES", "JOB_MODULES", "MISSING_ISOLATION", "Limits", "SandboxResult",
+__all__ = ["ERROR_KINDS", "ISOLATION_MODES", "JOB_MODULES", "MISSING_ISOLATION", "STOP", "Limits", "SandboxResult",
            "SandboxUnavailable", "WarmSandbox", "is_isolated", "job_tree", "run_job", "warm_isolation", "_classify", "_Outcome"]

@@ -167,6 +167,11 @@ def _run_job_here(req: dict, result_fd: int, prepare: Callable[[], None] = lambd
                 _install_seccomp()
             except OSError:
                 pass  # the Python guards still apply; the probe reports which
+        else:  # processes in its own namespaces: still no ptrace or reading another's memory
+            try:
+                _install_seccomp(new_processes=True)
+            except OSError:
+                pass  # the probe reports it (seccomp false)
     except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the job's
         _write_all(result_fd, json.dumps({"status": "setup_error", "message": f"{type(exc).__name__}: {exc}"}).encode())
         os._exit(70)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,10 +14,17 @@ own uid; made by bubblewrap on the cold path and by the fork server on the warm 
 SandboxUnavailable where they cannot be made), "rlimits" (resource limits only) or "auto" (namespaces
 where they work, else rlimits only, which the result's isolation text says)."""
 
-ERROR_KINDS = ("timeout", "memory", "output_limit", "crashed", "killed", "exited", "exception", "forbidden")
+ERROR_KINDS = ("timeout", "memory", "output_limit", "crashed", "killed", "exited", "exception", "forbidden",
+               "stopped")
 
 
 """Every value ``SandboxResult.error_kind`` takes besides None."""
+
+
+STOP: ContextVar[threading.Event | None] = ContextVar("alignlings_sandbox_stop", default=None)
+"""A job started while this holds an event is stopped as soon as the event is set (error_kind
+"stopped"): the web page's "Stop", a file saved again under ``alignlings watch``. Set it in the
+thread that runs the job (``Grader`` carries it into its worker threads)."""
 
 
 _JOB_UID_BASE = 1_500_000_000

@@ -42,9 +42,11 @@ _MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEX
 
 _ARCHES = {
     "x86_64": {"audit": 0xC000003E, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59,
-               "execveat": 322, "seccomp": 317, "capset": 126, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True},
+               "execveat": 322, "seccomp": 317, "capset": 126, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True,
+               "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438},
     "aarch64": {"audit": 0xC00000B7, "fork": None, "vfork": None, "clone": 220, "clone3": 435, "execve": 221,
-                "execveat": 281, "seccomp": 277, "capset": 91, "pivot_root": 41, "unshare": 97, "setns": 268, "x32": False},
+                "execveat": 281, "seccomp": 277, "capset": 91, "pivot_root": 41, "unshare": 97, "setns": 268, "x32": False,
+                "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438},
 }
 
 
@@ -269,17 +271,27 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _seccomp_program(arch: dict) -> list[tuple[int, int, int, int]]:
-    """A classic-BPF filter: kill the process on fork, vfork, execve(at) and on clone without
-    CLONE_THREAD; clone3 answers ENOSYS (its flags sit behind a pointer BPF cannot read), which
-    makes glibc fall back to clone for threads, so threads keep working; unshare and setns answer
-    EPERM (no new user, mount or network namespace from inside a job)."""
+# no job reads or writes another process's memory or descriptors: not its own children, not the
+# supervisor, not bubblewrap's init (the same uid on a normal user's cold path)
+PROCESS_ACCESS_SYSCALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd")
+
+
+def _seccomp_program(arch: dict, *, new_processes: bool = False) -> list[tuple[int, int, int, int]]:
+    """A classic-BPF filter: ptrace, process_vm_readv/writev and pidfd_getfd answer EPERM in every
+    job; unless ``new_processes``, it also kills the process on fork, vfork, execve(at) and on clone
+    without CLONE_THREAD; clone3 answers ENOSYS (its flags sit behind a pointer BPF cannot read),
+    which makes glibc fall back to clone for threads, so threads keep working; unshare and setns
+    answer EPERM (no new user, mount or network namespace from inside a job)."""
     ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     kill, allow, enosys = 0x80000000, 0x7FFF0000, 0x00050000 | errno.ENOSYS  # RET_KILL_PROCESS, ALLOW, ERRNO
     eperm = 0x00050000 | errno.EPERM
     prog = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch["audit"]), (ret, 0, 0, kill), (ld_abs, 0, 0, 0)]
     if arch["x32"]:  # x32 syscalls alias the x86_64 numbers with this bit set
         prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]
+    for name in PROCESS_ACCESS_SYSCALLS:
+        prog += [(jeq, 0, 1, arch[name]), (ret, 0, 0, eperm)]
+    if new_processes:  # a job that may start processes (in its own namespaces): the rest is allowed
+        return [*prog, (ret, 0, 0, allow)]
     for name in ("fork", "vfork", "execve", "execveat"):
         if arch[name] is not None:
             prog += [(jeq, 0, 1, arch[name]), (ret, 0, 0, kill)]
@@ -294,10 +306,10 @@ def _seccomp_program(arch: dict) -> list[tuple[int, int, int, int]]:
     return prog
 
 
-def _install_seccomp() -> None:
+def _install_seccomp(*, new_processes: bool = False) -> None:
     if _ARCH is None or _libc is None:
         raise OSError(errno.ENOSYS, f"seccomp: no filter for {platform.machine()}")
-    prog = _seccomp_program(_ARCH)
+    prog = _seccomp_program(_ARCH, new_processes=new_processes)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), filters)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from alignlings.practice.sandbox.limits import _RESULT_CAP, Limits, SandboxResult
+from alignlings.practice.sandbox.limits import _RESULT_CAP, STOP, Limits, SandboxResult
 from alignlings.practice.sandbox.mounts import _job_env
 
 
@@ -25,7 +25,7 @@ class _Outcome:
     cpu_seconds: float
     output: bytes
     result: bytes
-    stopped_for: str | None  # "timeout" | "output_limit" | "memory" | "result_limit"
+    stopped_for: str | None  # "timeout" | "output_limit" | "memory" | "result_limit" | "stopped"
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -87,6 +87,9 @@ def _supervise(*, out_fd: int, result_fd: int, limits: Limits, kill: Callable[[]
     if stdin_fd is not None:
         os.set_blocking(stdin_fd, False)
         poller.register(stdin_fd, select.POLLOUT)
+    asked_to_stop = STOP.get()
+    if asked_to_stop is not None:  # seen within a tenth of a second
+        poll_every = min(poll_every, 0.1)
     next_poll = time.monotonic() + poll_every
     exited_at, cpu_seen = 0.0, 0.0
 
@@ -107,6 +110,8 @@ def _supervise(*, out_fd: int, result_fd: int, limits: Limits, kill: Callable[[]
         if finish_on_result and not open_fds and result and stopped_for is None:
             kill()
             break
+        if not done and asked_to_stop is not None and asked_to_stop.is_set() and stopped_for is None:
+            stop("stopped")
         if not done and now >= deadline:
             stop("timeout")
             deadline = now + 3600  # kill once; the next turns only wait for the exit
@@ -188,6 +193,7 @@ def _classify(outcome: _Outcome, limits: Limits, *,
                                          "and was stopped"),
         "result_limit": ("output_limit", f"the job's return value was larger than {_human_bytes(_RESULT_CAP)}"),
         "memory": ("memory", memory),
+        "stopped": ("stopped", "the check was stopped before it finished"),
     }
     if outcome.stopped_for in stopped:
         return fail(*stopped[outcome.stopped_for])

@@ -143,8 +143,10 @@
     const code = editor.value;
     btn.textContent = T.checking;
     const stopWait = referenceProgress(CLIENT.exercise, btn.closest(".actions") || btn);
+    const stopRunning = checkRunning(CLIENT.exercise, btn);
     const res = await apiQueued("POST", `/api/exercises/${CLIENT.exercise}/check`, { code },
                                 () => { $("verdict-head").textContent = T.busy; });
+    stopRunning();
     stopWait();
     btn.textContent = T.check;
     btn.disabled = false;

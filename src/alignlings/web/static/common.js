@@ -71,6 +71,26 @@ function referenceProgress(exercise, anchor) {
   return () => { stopped = true; clearTimeout(timer); if (note) note.remove(); };
 }
 
+/* While a check of `exercise` runs: how long it has taken and a "Stop" button, after `anchor` (the
+   check's own button). Stop asks the server to end it (POST /api/exercises/ID/stop); the check then
+   comes back at once as stopped, and nothing is recorded. Returns the function that removes them. */
+function checkRunning(exercise, anchor) {
+  const started = Date.now();
+  const elapsed = el("span", { class: "check-elapsed", role: "timer" });
+  const stop = el("button", { type: "button", class: "stop-btn", id: "stop-btn", title: T.stop_check_label,
+                              "aria-label": T.stop_check_label }, T.stop_check);
+  const box = el("span", { class: "check-running" }, elapsed, stop);
+  const tick = () => { elapsed.textContent = T.check_elapsed.replace("{seconds}", String(Math.floor((Date.now() - started) / 1000))); };
+  tick();
+  const timer = setInterval(tick, 1000);
+  stop.addEventListener("click", async () => {
+    stop.disabled = true;
+    await api("POST", `/api/exercises/${exercise}/stop`);
+  });
+  anchor.after(box);
+  return () => { clearInterval(timer); box.remove(); };
+}
+
 /* A small picture beside a failing case's numbers: for each differing element (up to 5, from the
    verdict's diff), the expected value (blue circle) and the learner's (red cross), joined by a line.
    Null when the diff has no numbers. `label` is the picture's accessible name. */

@@ -203,8 +203,10 @@
     checkBtn.disabled = true;
     checkBtn.textContent = T.checking;
     const stopWait = referenceProgress(CLIENT.exercise, checkBtn.closest(".actions") || checkBtn);
+    const stopRunning = checkRunning(CLIENT.exercise, checkBtn);
     const res = await apiQueued("POST", `/api/exercises/${CLIENT.exercise}/check`, { fills: inputs.map((x) => x.value) },
       () => { checkBtn.textContent = T.busy_retrying; });
+    stopRunning();
     stopWait();
     busy = false;
     checkBtn.disabled = false;
