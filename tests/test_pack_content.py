@@ -269,5 +269,6 @@ def test_pack_intro_in_both_languages():
             name = track.title[lang].split("：")[0].split(":")[0].split(",")[0].split("（")[0]
             assert name in intro, (lang, track.id)
             assert all(f"`{e}`" in intro for e in track.exercises), (lang, track.id)
-    assert "Start here if you came from the original page" in PACK.intro("en")
-    assert "如果你来自原页面，从这里开始" in PACK.intro("zh")
+    # the page is named, not "the original page" to learners who never saw it (issue 31 §9)
+    assert "Start here if you came from the practice page this course began from" in PACK.intro("en")
+    assert "如果你来自本课程最初依据的那份练习页面，从这里开始" in PACK.intro("zh")
