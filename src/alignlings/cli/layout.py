@@ -4,8 +4,8 @@ character width, as Chinese needs.
 
 rich's Table wraps by words only: a Chinese title is one long "word" to it, so it cuts it with "…",
 sometimes inside a formula ("×1…"). Here a break may fall between any two wide characters, never
-before closing punctuation ("。" is not stranded on its own line) nor after opening punctuation, and
-never inside a run of narrow characters (a formula such as ``×10`` or ``k1``), which is only folded
+before closing punctuation ("。" is not stranded on its own line) nor after opening punctuation, nor
+inside a `command` in backticks, and never inside a run of narrow characters (a formula such as ``×10`` or ``k1``), which is only folded
 when it is wider than the whole column. Nothing is ever replaced with "…".
 """
 
@@ -29,14 +29,20 @@ def _units(text: str) -> list[tuple[str, str]]:
     the text had white space before the unit, else ""."""
     units: list[tuple[str, str]] = []
     sep = ""
+    code = False  # inside `a command`: kept on one line, to be copied whole
     for ch in text:
+        if ch == "`":
+            code = not code
+        if code and ch == " " and units:
+            units[-1] = (units[-1][0], units[-1][1] + ch)
+            continue
         if ch.isspace():
             sep = " " if units else ""
             continue
         if units and not sep:
             last = units[-1][1][-1]
             narrow_run = cell_len(ch) == 1 and cell_len(last) == 1
-            if ch in NO_START or last in NO_END or narrow_run:
+            if ch in NO_START or last in NO_END or narrow_run or (code and ch != "`") or ch == "`" and not code:
                 units[-1] = (units[-1][0], units[-1][1] + ch)
                 continue
         units.append((sep, ch))
@@ -90,11 +96,12 @@ class Column:
     width: int = 0  # at least the header and every value: set by grid()
 
 
-def grid(columns: list[Column], rows: list[list[tuple[str, str]]], width: int, min_last: int = MIN_LAST) -> list[Text]:
+def grid(columns: list[Column], rows: list[list[tuple[str, str]]], width: int, min_last: int = MIN_LAST,
+         header: bool = True) -> list[Text]:
     """The lines of a table without borders: ``rows`` hold (text, style) per column; every column but the
     last is as wide as its widest value (so never cut); the last one wraps in the width left, or, when
     less than ``min_last`` cells are left, on lines of its own, indented a little more than the second column. The
-    first line is the header (dim). No line ends with a space."""
+    first line is the header (dim), unless ``header`` is False. No line ends with a space."""
     fixed = columns[:-1]
     for i, col in enumerate(fixed):
         col.width = max([1, cell_len(col.header), *(cell_len(r[i][0]) for r in rows)])
@@ -103,6 +110,8 @@ def grid(columns: list[Column], rows: list[list[tuple[str, str]]], width: int, m
     indent = fixed[0].width + len(GAP) * (2 if len(fixed) > 1 else 1)  # under the second column, a little in
     last_width = width - used if inline else width - indent
     lines = [_line(fixed, [(c.header, "dim") for c in fixed], (columns[-1].header if inline else "", "dim"))]
+    if not header:
+        lines = []
     for row in rows:
         text, style = row[-1]
         wrapped = wrap_cells(text, last_width) if text else []
@@ -123,3 +132,11 @@ def _line(fixed: list[Column], cells: list[tuple[str, str]], last: tuple[str, st
     line.append(last[0], style=last[1] or None)
     line.rstrip()
     return line
+
+
+def paragraph(out, text: str, style: str = "") -> None:
+    """Print prose wrapped to the terminal by cell width (Chinese between characters, English at spaces),
+    with no line ending in a space."""
+    for part in text.split("\n"):
+        for line in wrap_cells(part, out.width) if part else [""]:
+            out.print(Text(line, style=style or ""))
