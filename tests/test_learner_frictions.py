@@ -4,6 +4,8 @@ welcome that does not end on a bare `alignlings --help`, and a 404 page in the l
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -159,3 +161,38 @@ def test_a_chinese_404_page_has_no_engine_english(tmp_path):
             assert "没有" in text
         en = client.get("/exercises/nope?lang=en")
         assert "unknown exercise 'nope'" in en.text.replace("&#39;", "'")
+
+
+# -- review: nothing due, one date format ----------------------------------------------------------
+def test_one_date_format_per_language_in_the_terminal():
+    from alignlings.cli.review import due_line, when_text
+
+    iso = "2026-12-03T03:56:00+00:00"
+    en, zh = when_text(iso, "en"), when_text(iso, "zh")
+    assert re.fullmatch(r"2026-12-0\d \d{2}:\d{2}", en), en
+    assert re.fullmatch(r"2026年12月\d{1,2}日 \d{2}:\d{2}", zh), zh
+    line = due_line({"due": 0, "items": 7, "next": iso}, "en")
+    assert "7 scheduled" in line and en in line
+    assert "已安排 7 项" in due_line({"due": 0, "items": 7, "next": iso}, "zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_review_page_offers_something_to_do_and_bug_or_not_is_not_called_a_quiz(tmp_path, lang):
+    from fastapi.testclient import TestClient
+
+    from alignlings import i18n
+    from alignlings.web.app import create_app
+
+    app_ = create_app(None, db_path=tmp_path / "p.sqlite3", warm_up=False)
+    with TestClient(app_) as client:
+        page = client.get(f"/review?lang={lang}").text
+        assert 'id="review-offer"' in page
+        assert 'href="/exercises/token-logprobs"' in page and 'href="/cloze/token-logprobs"' in page
+        assert "none_scheduled" in page  # the client has the string it needs
+        def main(path: str) -> str:  # the page as shown (the script's string table holds every string)
+            return client.get(f"{path}?lang={lang}").text.split("<main", 1)[1].split("<script", 1)[0]
+
+        drill = main("/exercises/grpo-loss-zero")
+        assert i18n.t("web.ui.quiz_rule", lang) not in drill and i18n.t("web.ui.drill_rule", lang) in drill
+        assert i18n.t("web.ui.retake", lang) not in drill and i18n.t("web.ui.drill_done", lang)[:3] in drill
+        assert i18n.t("web.ui.quiz_rule", lang) in main("/quiz")
