@@ -187,7 +187,11 @@ def test_the_review_page_offers_something_to_do_and_bug_or_not_is_not_called_a_q
     with TestClient(app_) as client:
         page = client.get(f"/review?lang={lang}").text
         assert 'id="review-offer"' in page
-        assert 'href="/exercises/token-logprobs"' in page and 'href="/cloze/token-logprobs"' in page
+        assert 'href="/exercises/token-logprobs"' in page
+        assert 'href="/cloze/' not in page  # nothing solved: a cloze round would show a solution
+        app_.state.ctx.store.record_attempt("sft-loss", {"passed": True}, code="x")
+        page = client.get(f"/review?lang={lang}").text
+        assert 'href="/exercises/token-logprobs"' in page and 'href="/cloze/sft-loss"' in page
         assert "none_scheduled" in page  # the client has the string it needs
         def main(path: str) -> str:  # the page as shown (the script's string table holds every string)
             return client.get(f"{path}?lang={lang}").text.split("<main", 1)[1].split("<script", 1)[0]

@@ -142,7 +142,7 @@ def test_every_page_that_grows_still_fits_and_stays_accessible(browser, server, 
         if re.search(r"\d{4}", counts):
             assert re.search(DATE[lang], counts), counts
         if pg.locator("#review-item").is_hidden():
-            assert pg.locator("#review-offer a").count() == 2 and pg.locator("#review-offer").is_visible()
+            assert pg.locator("#review-offer a").count() >= 1 and pg.locator("#review-offer").is_visible()
         audit("review")
 
         # a toy run: the chart, its legend and the run's summary
