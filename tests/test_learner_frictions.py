@@ -200,3 +200,21 @@ def test_the_review_page_offers_something_to_do_and_bug_or_not_is_not_called_a_q
         assert i18n.t("web.ui.quiz_rule", lang) not in drill and i18n.t("web.ui.drill_rule", lang) in drill
         assert i18n.t("web.ui.retake", lang) not in drill and i18n.t("web.ui.drill_done", lang)[:3] in drill
         assert i18n.t("web.ui.quiz_rule", lang) in main("/quiz")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_review_with_nothing_due_says_what_is_scheduled_and_what_to_do(lang):
+    from datetime import datetime, timedelta, timezone
+
+    from alignlings.practice.progress import ProgressStore
+
+    store = ProgressStore()
+    store.record_attempt("dpo-loss", {"passed": True}, code="x")  # scheduled for later, not due today
+    out = runner.invoke(app, ["review", "--lang", lang])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    scheduled = "scheduled" if lang == "en" else "已安排"
+    assert scheduled in text, text
+    year = str((datetime.now(timezone.utc) + timedelta(days=1)).year)
+    assert year in text and "/" not in text.split(scheduled)[1][:40]
+    assert "alignlings start token-logprobs" in text

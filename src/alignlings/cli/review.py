@@ -75,8 +75,12 @@ def review(
             return
         with usage():
             queue = practice.review_queue(limit=limit, lang=lang).items
-        if not queue:
-            out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
+        if not queue:  # how many are scheduled and when the next comes, and something to do meanwhile
+            from alignlings.cli.common import next_text
+            from alignlings.cli.layout import paragraph
+
+            paragraph(out, due_line(counts, lang))
+            paragraph(out, next_text(practice.next_exercise(), lang, pack))
             return
         out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
         if len(queue) < counts["due"]:
