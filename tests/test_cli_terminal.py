@@ -127,3 +127,66 @@ def test_watch_does_not_miss_a_save_during_the_first_check(tmp_path, monkeypatch
         saver.join(60)
     assert len(SlowGrader.codes) >= 2, result.output
     assert "saved during the first check" in SlowGrader.codes[1]
+
+
+# -- list and progress at 60, 80 and 120 columns (issue 33) ---------------------------------------
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("columns", [60, 80, 120])
+@pytest.mark.parametrize("command", ["list", "progress"])
+def test_list_and_progress_read_at_any_width(monkeypatch, command, columns, lang):
+    from rich.cells import cell_len
+
+    from alignlings.cli.layout import NO_START
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = runner.invoke(app, [command, "--lang", lang])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "…" not in result.output  # nothing is cut: not an id, not a title, not a formula
+    for line in lines:
+        assert cell_len(line) <= columns, line
+        assert line == line.rstrip(), repr(line)  # no trailing spaces
+        assert not line.strip() or line.strip()[0] not in NO_START, line  # no "。" stranded at a line's start
+    words = {w for line in lines for w in line.split()}
+    for ex in PACK:
+        assert ex.key in words, ex.key  # the id whole, on one line, copyable
+        if command == "list":
+            assert _squeezed(ex.title[lang]) in _squeezed(result.output), ex.title[lang]
+    rows = [line for line in lines if [w for w in line.split() if w != "✓"][:1] in ([k] for k in PACK.exercises)]
+    if command == "progress" or (columns == 120 and lang == "en"):
+        assert len(rows) == len(PACK.exercises)  # one line per exercise
+    elif columns >= 80:
+        assert len(lines) < 3 * len(PACK.exercises)  # titles take a line or two, not four to six
+
+
+def test_list_marks_solved_exercises_and_says_what_the_marks_mean(monkeypatch):
+    from alignlings.practice.progress import ProgressStore
+
+    monkeypatch.setenv("COLUMNS", "80")
+    ProgressStore().record_attempt("dpo-loss", {"passed": True}, code="x")
+    for lang, legend in (("en", "solved"), ("zh", "已完成")):
+        out = runner.invoke(app, ["list", "--lang", lang]).output
+        assert any(line.split()[:2] == ["✓", "dpo-loss"] for line in out.splitlines() if line.split())
+        assert not any(line.split()[:1] == ["✓"] and "grpo-loss" in line for line in out.splitlines())
+        assert legend in out.splitlines()[-1]
+
+
+def test_wrap_cells_breaks_chinese_by_width_and_keeps_formulas_whole():
+    from rich.cells import cell_len
+
+    from alignlings.cli.layout import wrap_cells
+
+    text = "预测：学习率 ×10 时 clipfrac 如何变化。"
+    for width in range(4, 40):
+        lines = wrap_cells(text, width)
+        assert all(cell_len(line) <= width for line in lines), (width, lines)
+        assert "".join(lines).replace(" ", "") == text.replace(" ", "")  # nothing dropped, nothing added
+        assert all(not line.startswith(("。", "：")) for line in lines), (width, lines)
+        if width >= 9:
+            assert any("×10" in line for line in lines) and any("clipfrac" in line for line in lines), lines
+    assert wrap_cells("一二三四五六。", 12) == ["一二三四五", "六。"]  # the full stop goes with its character
+    assert wrap_cells("abcdefgh", 3) == ["abc", "def", "gh"]  # wider than the column: folded, not cut

@@ -274,7 +274,8 @@ def test_the_isolation_line_of_a_verdict_is_in_chinese(isolated):
     console = Console(file=io.StringIO(), width=400)
     render_verdict({"exercise": "dpo-loss", "passed": True, "error": None, "cases": [], "blanks": [],
                     "isolation": "namespaces (read-only file system except the work dir, private /tmp, no network, "
-                                 "own pid namespace, at most 64 threads (RLIMIT_NPROC))", "stdout": ""}, "zh", console)
+                                 "own pid namespace, at most 64 threads (RLIMIT_NPROC))", "stdout": ""}, "zh", console,
+                   verbose=True)  # in full with --verbose; one short line otherwise (tests/test_learner_frictions.py)
     line = next(x for x in console.file.getvalue().splitlines() if x.startswith("隔离方式"))
     assert "无网络" in line and english_sentences(line) == [], line
 

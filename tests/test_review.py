@@ -375,7 +375,7 @@ def test_cli_review_asks_due_items_and_reschedules(quiz_history):
             assert [r["source"] for r in log] == ["quiz", "review"] and log[-1]["rating"] == rating
     assert "Reviewed 2: 2 right." in out.output and "0 due today" in out.output
     again = _cli(["review", "--lang", "en"])
-    assert again.exit_code == 0 and "Nothing to review today. Next item:" in again.output
+    assert again.exit_code == 0 and "Nothing due today:" in again.output and "scheduled, the next on" in again.output
 
 
 def test_cli_review_limit_wrong_answer_zh_and_home(quiz_history):
@@ -540,7 +540,8 @@ def test_review_page_keyboard_only(tmp_path, monkeypatch, lang):
             assert page.evaluate("document.activeElement.id") == "review-done"
             # the lapse comes back tomorrow: nothing is left for today
             counts = page.locator("#review-counts").inner_text()
-            assert counts.startswith("Nothing due today. Next item:" if lang == "en" else "今天没有要复习的内容。"), counts
+            assert counts.startswith("Nothing due today:" if lang == "en" else "今天没有要复习的内容："), counts
+            assert "scheduled, the next on" in counts if lang == "en" else "已安排" in counts, counts
             shots = Path("test-artifacts/screenshots")
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shots / f"review-{lang}.png"), full_page=True)

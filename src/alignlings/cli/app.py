@@ -51,7 +51,9 @@ def _register() -> None:
 
     for group, name, target in COMMANDS:
         module, _, fn = target.partition(":")
-        group.command(name)(getattr(importlib.import_module(f"alignlings.cli.{module}"), fn))
+        command = getattr(importlib.import_module(f"alignlings.cli.{module}"), fn)
+        # a command whose help depends on the loaded pack (cloze: the snippets) brings its own class
+        group.command(name, **({"cls": command.command_cls} if hasattr(command, "command_cls") else {}))(command)
     from alignlings.cli import dev, home, train_trainers
 
     app.callback(invoke_without_command=True)(home.home)

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, exercise_file, open_exercise,
-                                   pack_args, saved, store)
+from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, exercise_file, next_text,
+                                   open_exercise, pack_args, saved, store)
 
 
 def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
@@ -37,6 +37,7 @@ def check(
     exercise_id: ExerciseId,
     file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON verdict object.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say in full how the sandbox isolated the run.")] = False,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
@@ -49,14 +50,19 @@ def check(
     from alignlings.practice.session import Practice
 
     with Grader(p) as grader:
-        checked = Practice(store(), p, grader, source="cli").check(ex, code=code, lang=lang)
+        practice = Practice(store(), p, grader, source="cli")
+        checked = practice.check(ex, code=code, lang=lang)
     verdict: Any = checked.verdict
     if as_json:
         typer.echo(json.dumps(verdict, ensure_ascii=False))
     else:
         out = console()
-        render_verdict(verdict, lang, out)
+        render_verdict(verdict, lang, out, verbose=verbose)
         saved(out, checked, lang)
+        if verdict["passed"]:  # what comes next, as rustlings says it
+            from alignlings.cli.layout import paragraph
+
+            paragraph(out, next_text(practice.next_exercise(ex), lang, pack))
         from alignlings.practice.sandbox import is_isolated
 
         isolation = verdict.get("isolation") or ""  # "none (quiz)": no code ran

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from alignlings import i18n
 from alignlings.cli.common import LangOption, PackOption, console, get_exercise, load, resolve_lang, saved, session, usage
@@ -12,8 +13,28 @@ from alignlings.cli.common import LangOption, PackOption, console, get_exercise,
 MSG = i18n.table("cli.cloze")  # strings: locales/{en,zh}.toml [cli.cloze]
 
 
+class ClozeCommand(TyperCommand):
+    """`alignlings cloze --help` ends with the snippets of the loaded pack (read when help is asked)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from alignlings.cli.layout import wrap_cells
+
+        try:
+            course = load(None)
+            lang = resolve_lang(None)
+            ids = ", ".join(ex.key for ex in course if ex.cloze)
+            text = MSG["snippets"][lang].format(ids=ids) if ids else MSG["no_snippets"][lang]
+            # "\b": click keeps these lines as they are (its own wrapping would cut ids at their hyphens)
+            self.epilog = "\b\n" + "\n".join(wrap_cells(text, max(console().width - 4, 40)))
+        except typer.BadParameter:  # a pack that does not load: the command itself will say why
+            self.epilog = None
+        super().format_help(ctx, formatter)
+
+
 def cloze(
-    snippet: Annotated[str, typer.Argument(metavar="SNIPPET", help="Exercise id of a snippet: dpo-loss, grpo-advantages, grpo-loss.")],
+    snippet: Annotated[str | None, typer.Argument(
+        metavar="[SNIPPET]", help="Exercise id of a snippet (listed below); default: the next one to drill.",
+        show_default=False)] = None,
     ratio: Annotated[float, typer.Option("--ratio", help="Fraction of maskable positions to mask, in (0, 1].")] = 0.15,
     seed: Annotated[int | None, typer.Option("--seed", help="Replay a draw exactly.")] = None,
     lang: LangOption = None,
@@ -30,7 +51,9 @@ def cloze(
     lang = resolve_lang(lang)
     course = load(pack)
     with session(course, graded=True) as practice:
-        ex = get_exercise(course, snippet)
+        ex = get_exercise(course, snippet) if snippet is not None else practice.next_cloze()
+        if ex is None:
+            raise typer.BadParameter(MSG["no_snippets"][lang], param_hint="SNIPPET")
         if not ex.cloze:
             ids = ", ".join(e.key for e in course if e.cloze)
             raise typer.BadParameter(MSG["none"][lang].format(id=snippet, ids=ids), param_hint="SNIPPET")
@@ -53,3 +76,6 @@ def cloze(
         out.print(f"{mark} [{i}] {escape(r['answer'] or '')}  {escape(MSG[r['how']][lang].format(token=r['token']))}")
     out.print(f"[bold]{MSG['score'][lang].format(right=checked.right, total=checked.total)}[/]")
     saved(out, checked, lang)
+
+
+cloze.command_cls = ClozeCommand  # type: ignore[attr-defined]

@@ -153,17 +153,33 @@ def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
             raise UsageError("ambiguous_id", "ID", id=exercise_id, keys=", ".join(same)) from None
         if "unknown id" not in str(exc):  # a pack problem of its own (a track no loaded pack has...)
             raise UsageError("pack", "ID", message=pack_error_text(exc).removeprefix("exercise: ")) from None
-        import difflib
-
         lang = _error_lang()
-        close = difflib.get_close_matches(str(exercise_id), sorted({*pack.exercises, *(e.id for e in pack)}),
-                                          n=1, cutoff=0.6)
-        raise UsageError("unknown_id", "ID", lang=lang, id=exercise_id, ids=", ".join(pack.exercises),
+        close = close_ids(str(exercise_id), list(pack.exercises))
+        raise UsageError("unknown_id", "ID", lang=lang, id=exercise_id, n=len(pack.exercises),
                          packs=pack.describe(), sep=os.pathsep,
-                         close=i18n.t("cli.errors.did_you_mean", lang, id=close[0]) if close else "") from None
+                         close=i18n.t("cli.errors.did_you_mean", lang, ids=", ".join(map(repr, close))) if close else "",
+                         ) from None
     if code_only and not ex.kind_spec.graded_as_file:
         raise UsageError(ex.kind_spec.cli_not_file, "ID", id=exercise_id)
     return ex
+
+
+def close_ids(given: str, ids: list[str], n: int = 4) -> list[str]:
+    """A few ids the learner may have meant: those that start with what was typed (``dpo`` ->
+    ``dpo-loss``), shortest first, then the closest by edit distance; never the whole list."""
+    import difflib
+
+    given = given.strip().lower()
+    if not given:
+        return []
+    names = {i: i.rsplit("/", 1)[-1] for i in ids}  # a course's PACK/ID is matched on its ID too
+    prefix = sorted((i for i, name in names.items() if name.startswith(given) or i.startswith(given)),
+                    key=lambda i: (len(names[i]), i))
+    if prefix:
+        return prefix[:n]
+    close = [names_i for m in difflib.get_close_matches(given, list(dict.fromkeys(names.values())), n=n, cutoff=0.6)
+             for names_i, name in names.items() if name == m]
+    return list(dict.fromkeys(close))[:n]
 
 
 def workspace() -> Path:
@@ -241,3 +257,11 @@ def next_exercise(pack, summary: dict):
             if not summary.get(key, {}).get("solved"):
                 return pack.exercises[key]
     return None
+
+
+def next_text(nxt, lang: str, pack=None) -> str:
+    """"Next: ID (title). Start it with `alignlings start ID`." (the command its kind answers with), or
+    that every exercise is solved when ``nxt`` is None."""
+    if nxt is None:
+        return t("all_done", lang)
+    return t(nxt.kind_spec.cli_next, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))

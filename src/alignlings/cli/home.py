@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from alignlings.cli.common import (LangOption, PackOption, console, load, next_exercise, pack_args,
-                                   resolve_lang, session, set_global_options, summaries, t)
+from alignlings.cli.common import (LangOption, PackOption, console, load, next_text, resolve_lang, session,
+                                   set_global_options, summaries, t)
 
 
 def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -> None:
@@ -16,27 +16,24 @@ def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -
     set_global_options(lang=lang, pack=pack)  # `alignlings --lang zh list`: commands read them
     if ctx.invoked_subcommand is not None:
         return
-    from rich.markup import escape
-
     lang = resolve_lang(lang)
     p, out = load(pack), console()
     practice = session(p)
     s = practice.store
+    from alignlings.cli.layout import paragraph
+
     if practice.welcome():
-        out.print(f"[bold]{t('welcome', lang)}[/]\n")
+        paragraph(out, t("welcome", lang), "bold")
+        out.print()
     summary = summaries(p, s)
     for part in p.packs:
         done = sum(1 for ex in p if ex.pack == part.id and summary[ex.key].get("solved"))
-        out.print(f"{escape(part.title[lang])}: {done}/{sum(1 for ex in p if ex.pack == part.id)}")
-    nxt = next_exercise(p, summary)
-    if nxt is None:
-        out.print(t("all_done", lang))
-    else:
-        key = nxt.kind_spec.cli_next  # "start it", "answer it with the quiz", "predict it"
-        out.print(escape(t(key, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))))
+        paragraph(out, f"{part.title[lang]}: {done}/{sum(1 for ex in p if ex.pack == part.id)}")
+    paragraph(out, next_text(practice.next_exercise(), lang, pack))  # "start it", "answer the quiz", "predict it"
     from alignlings.cli.review import review_line
 
     line = review_line(p, s, lang)
     if line:
-        out.print(escape(line))
-    out.print("\n[dim]alignlings --help[/]")
+        paragraph(out, line)
+    out.print()
+    paragraph(out, t("more_commands", lang), "dim")

@@ -10,29 +10,66 @@ def requires_text(pack, track, lang: str) -> str:
     if not track.requires:
         return ""
     names = [pack.track(r).title[lang] for r in track.requires]
-    return t("requires", lang, tracks=", ".join(names))
+    return t("requires", lang, tracks=t("requires_sep", lang).join(names))
+
+
+def track_heading(pack, part, track, lang: str) -> list:
+    """A track's title (bold) and what it comes after (dim), as lines that fit the terminal."""
+    from rich.text import Text
+
+    from alignlings.cli.layout import wrap_cells
+
+    width = console().width
+    title = track.title[lang] if not track.implicit or len(part.tracks) > 1 else part.title[lang]
+    lines = [Text(line, style="bold") for line in wrap_cells(title, width)]
+    needs = requires_text(pack, track, lang)
+    return lines + [Text(line, style="dim") for line in wrap_cells(needs, width)] if needs else lines
+
+
+def pack_heading(part, lang: str, suffix: str = "") -> list:
+    """The pack's title and id (bold) as lines that fit the terminal, without trailing spaces."""
+    from rich.text import Text
+
+    from alignlings.cli.layout import wrap_cells
+
+    return [Text(line, style="bold") for line in wrap_cells(f"{part.title[lang]} ({part.id}){suffix}", console().width)]
+
+
+def solved_mark(row: dict) -> tuple[str, str]:
+    return ("✓", "green") if row.get("solved") else ("", "")
+
+
+def legend(lang: str) -> str:
+    return t("legend", lang, mark="✓")
 
 
 def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
     """List the exercises by pack and track, with their level and your progress."""
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
+
+    from alignlings.cli.layout import Column, grid
 
     lang = resolve_lang(lang)
     p = load(pack)
     summary = summaries(p, store())
     out = console()
-    for part in p.packs:
-        out.print(f"[bold]{escape(part.title[lang])}[/] [dim]({escape(part.id)})[/]")
+    for n, part in enumerate(p.packs):
+        if n:
+            out.print()
+        for line in pack_heading(part, lang):
+            out.print(line)
         for track in (tr for tr in p.tracks if tr.pack == part.id):
-            title = track.title[lang] if not track.implicit or len(part.tracks) > 1 else part.title[lang]
-            needs = requires_text(p, track, lang)
-            table = Table(title=escape(title) + (f"\n[dim]{escape(needs)}[/]" if needs else ""), title_justify="left")
-            for col in ("exercise", "title", "kind", "level", "status", "attempts", "hints"):
-                table.add_column(t(col, lang))
+            out.print()
+            for line in track_heading(p, part, track, lang):
+                out.print(line)
+            columns = [Column(""), Column(t("exercise", lang)), Column(t("kind", lang)),
+                       Column(t("level", lang), right=True), Column(t("title", lang))]
+            rows = []
             for key in track.exercises:
-                ex, s = p.exercises[key], summary.get(key, {})
-                status = f"[green]{t('solved', lang)}[/]" if s.get("solved") else t("todo", lang)
-                table.add_row(escape(key), escape(ex.title[lang]), escape(ex.kind_spec.label[lang]), str(ex.level), status, str(s.get("attempts", 0)),
-                              str(s.get("hints", 0)))
-            out.print(table)
+                ex = p.exercises[key]
+                rows.append([solved_mark(summary.get(key, {})), (key, "bold"), (ex.kind_spec.label[lang], ""),
+                             (str(ex.level), ""), (ex.title[lang], "")])
+            for line in grid(columns, rows, out.width):
+                out.print(line)
+    out.print()
+    out.print(Text(legend(lang), style="dim"))

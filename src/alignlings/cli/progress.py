@@ -20,9 +20,6 @@ def progress(
 ) -> None:
     """Show your progress by pack and track; --export FILE.json / --import FILE.json move it between machines."""
     from rich.markup import escape
-    from rich.table import Table
-
-    from alignlings.cli.list import requires_text
 
     lang = resolve_lang(lang)
     from alignlings.practice.session import StoreUnavailable, UsageError
@@ -46,21 +43,34 @@ def progress(
             raise typer.BadParameter(f"{import_}: {exc}", param_hint="--import") from None
         out.print(json.dumps(counts))
         return
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    from alignlings.cli.layout import Column, grid
+    from alignlings.cli.list import pack_heading, solved_mark, track_heading
+
     s = practice.store
     summary = summaries(p, s)
-    for part in p.packs:
+    for n, part in enumerate(p.packs):
+        if n:
+            out.print()
         keys = [ex.key for ex in p if ex.pack == part.id]
         done = sum(1 for k in keys if summary[k].get("solved"))
-        table = Table(title=f"{escape(part.title[lang])} ({escape(part.id)}): {done}/{len(keys)}", title_justify="left")
-        for col in ("track", "exercise", "status", "attempts", "hints", "revealed"):
-            table.add_column(t(col, lang))
+        for line in pack_heading(part, lang, f": {done}/{len(keys)}"):
+            out.print(line)
         for track in (tr for tr in p.tracks if tr.pack == part.id):
-            needs = requires_text(p, track, lang)
-            name = escape(track.title[lang]) + (f"\n[dim]{escape(needs)}[/]" if needs else "")
-            for i, key in enumerate(track.exercises):
+            out.print()
+            for line in track_heading(p, part, track, lang):
+                out.print(line)
+            columns = [Column(""), Column(t("exercise", lang)), Column(t("attempts", lang), right=True),
+                       Column(t("hints", lang), right=True), Column(t("revealed", lang))]
+            rows = []
+            for key in track.exercises:
                 row = summary.get(key, {})
-                status = f"[green]{t('solved', lang)}[/]" if row.get("solved") else t("todo", lang)
-                table.add_row(name if i == 0 else "", escape(key), status, str(row.get("attempts", 0)),
-                              str(row.get("hints", 0)), "✓" if row.get("revealed") else "")
-        out.print(table)
+                rows.append([solved_mark(row), (key, "bold"), (str(row.get("attempts", 0)), ""),
+                             (str(row.get("hints", 0)), ""), ("✓" if row.get("revealed") else "", "")])
+            for line in grid(columns, rows, out.width, min_last=cell_len(columns[-1].header)):
+                out.print(line)
+    out.print()
+    out.print(Text(t("legend_progress", lang, mark="✓"), style="dim"))
     out.print(f"[dim]{escape(str(s.path))}[/]")

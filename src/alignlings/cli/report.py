@@ -8,10 +8,9 @@ L = i18n.table("cli.report")  # strings: locales/{en,zh}.toml [cli.report]
 SHOWN_FAILURES = 4
 
 
-def render_verdict(verdict: dict, lang: str, console) -> None:
+def render_verdict(verdict: dict, lang: str, console, verbose: bool = False) -> None:
     from rich.markup import escape
     from rich.panel import Panel
-    from rich.table import Table
 
     ok = verdict["passed"]
     head = f"[bold {'green' if ok else 'red'}]{L['pass' if ok else 'fail'][lang]}[/]  {verdict['exercise']}"
@@ -20,15 +19,17 @@ def render_verdict(verdict: dict, lang: str, console) -> None:
         err = verdict["error"]
         console.print(Panel(escape(err["message"] or ""), title=f"{L['error'][lang]}: {err['kind']}",
                             border_style="red", expand=False))
-    if verdict["blanks"]:
-        table = Table(show_header=False, box=None, pad_edge=False)
+    if verdict["blanks"]:  # one row per blank, its message under the fill; no line ends in spaces
+        from alignlings.cli.layout import Column, grid
+
+        rows = []
         for b in verdict["blanks"]:
-            mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]?[/]"}[b["passed"]]
-            fill = escape(b["fill"] or "")
-            table.add_row(mark, f"{L['blank'][lang]} {b['index']} ({escape(b['name'])})", f"[dim]{fill}[/]")
+            mark = {True: ("✓", "green"), False: ("✗", "red"), None: ("?", "yellow")}[b["passed"]]
+            rows.append([mark, (f"{L['blank'][lang]} {b['index']} ({b['name']})", ""), (b["fill"] or "", "dim")])
             if b["passed"] is not True and b["message"]:
-                table.add_row("", "", escape(b["message"]))
-        console.print(table)
+                rows.append([("", ""), ("", ""), (b["message"], "")])
+        for line in grid([Column(""), Column(""), Column("")], rows, console.width, min_last=20, header=False):
+            console.print(line)
     failed = [c for c in verdict["cases"] if not c["passed"]]
     n = len(verdict["cases"])
     console.print(f"{L['cases'][lang]}: {n - len(failed)}/{n}")
@@ -42,4 +43,18 @@ def render_verdict(verdict: dict, lang: str, console) -> None:
         render_bug(verdict, lang, console)
     if verdict.get("stdout"):
         console.print(Panel(escape(verdict["stdout"].rstrip()[-2000:]), title=L["output"][lang], expand=False))
-    console.print(f"[dim]{L['isolation'][lang]}: {escape(i18n.reword('practice.isolation', verdict.get('isolation') or '', lang))}[/]")
+    line = isolation_line(verdict.get("isolation") or "", lang, verbose)
+    if line:
+        console.print(f"[dim]{escape(line)}[/]")
+
+
+def isolation_line(isolation: str, lang: str, verbose: bool = False) -> str:
+    """How the check ran: one short line ("sandbox: isolated ..."), the whole description with
+    ``verbose``; '' when no code ran (a quiz)."""
+    if not isolation or isolation.startswith("none"):
+        return ""
+    if verbose:
+        return f"{L['isolation'][lang]}: {i18n.reword('practice.isolation', isolation, lang)}"
+    from alignlings.practice.sandbox import is_isolated
+
+    return L["isolated_short" if is_isolated(isolation) else "unisolated_short"][lang]

@@ -31,7 +31,10 @@ def m(key: str, lang: str, **kw) -> str:
 def when_text(iso: str | None, lang: str) -> str:
     if iso is None:
         return "—"
-    return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
+    when = datetime.fromisoformat(iso).astimezone()  # as the web page writes it, in local time
+    if lang == "zh":
+        return f"{when.year}年{when.month}月{when.day}日 {when:%H:%M}"
+    return when.strftime("%Y-%m-%d %H:%M")
 
 
 def due_line(counts: dict, lang: str) -> str:
@@ -40,7 +43,9 @@ def due_line(counts: dict, lang: str) -> str:
         return ""
     if counts["due"]:
         return m("due", lang, n=counts["due"], total=counts["items"]) + " `alignlings review`"
-    return m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang))
+    if counts["next"] is None:
+        return m("none", lang)
+    return m("none_scheduled", lang, n=counts["items"], when=when_text(counts["next"], lang))
 
 
 def review_line(pack, s, lang: str) -> str:
@@ -70,8 +75,12 @@ def review(
             return
         with usage():
             queue = practice.review_queue(limit=limit, lang=lang).items
-        if not queue:
-            out.print(m("none", lang) + " " + m("next", lang, when=when_text(counts["next"], lang)))
+        if not queue:  # how many are scheduled and when the next comes, and something to do meanwhile
+            from alignlings.cli.common import next_text
+            from alignlings.cli.layout import paragraph
+
+            paragraph(out, due_line(counts, lang))
+            paragraph(out, next_text(practice.next_exercise(), lang, pack))
             return
         out.print(f"[bold]{m('due', lang, n=counts['due'], total=counts['items'])}[/]")
         if len(queue) < counts["due"]:

@@ -17,17 +17,17 @@ def solution(
     pack: PackOption = None,
 ) -> None:
     """Reveal the reference solution and its explanation; your progress records that you looked."""
-    from rich.markdown import Markdown
+    from alignlings.cli.show import latex_to_text, markdown
 
     lang, course, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     with usage():
         shown = session(course).reveal(ex, lang=lang)
     out = console()
     print_code(out, shown.solution)
-    if out.is_terminal:
-        out.print(Markdown(shown.explanation))
+    if out.is_terminal:  # formulas as Unicode text, as `show` prints them
+        out.print(markdown(shown.explanation))
     else:
-        typer.echo(shown.explanation.strip())
+        typer.echo(latex_to_text(shown.explanation).strip())
     saved(out, shown, lang)
 
 

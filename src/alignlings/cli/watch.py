@@ -14,7 +14,8 @@ import typer
 from rich.markup import escape
 
 from alignlings import i18n
-from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, open_exercise
+from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, next_text, open_exercise, session
+from alignlings.cli.layout import paragraph
 
 MSG = i18n.table("cli.watch")  # strings: locales/{en,zh}.toml [cli.watch]
 
@@ -69,6 +70,7 @@ def watch(
     manual: Annotated[bool, typer.Option("--manual", help="Re-check when you press Enter instead of on save.")] = False,
     poll: Annotated[bool, typer.Option("--poll", help="Poll the file's mtime instead of OS file events.")] = False,
     once: Annotated[bool, typer.Option("--once", hidden=True, help="Check once and exit (tests).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say in full how the sandbox isolated each run.")] = False,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
@@ -117,7 +119,9 @@ def watch(
                 _, code = read_submission(ex.key, path)
                 out.rule(time.strftime("%H:%M:%S"))
                 verdict = grade(code)
-            render_verdict(verdict, lang, out)
+            render_verdict(verdict, lang, out, verbose=verbose)
+            if verdict["passed"]:  # what comes next, as rustlings says it
+                paragraph(out, next_text(session(p).next_exercise(ex), lang, pack))
             isolation = verdict.get("isolation") or ""
             if not warned[0] and not is_isolated(isolation):  # once: no namespaces, or no task limit
                 warned[0] = True

@@ -656,6 +656,18 @@ class Practice(InterviewMixin):
                              run["run_error"], run["cached"], score, recorded)
 
     # -- the cloze drill -------------------------------------------------------------------------------
+    def next_cloze(self) -> Exercise | None:
+        """The snippet to drill when none is named: of the solved exercises, the one drilled least (course
+        order breaks ties); before any is solved, the first snippet. None when the course has none."""
+        snippets = [ex for ex in self.course if ex.cloze]
+        if not snippets:
+            return None
+        solved = self.summary().exercises
+        done = [ex for ex in snippets if solved[ex.key].solved]
+        if not done:
+            return snippets[0]
+        return min(done, key=lambda ex: sum(int(s.get("seen", 0)) for s in self.cloze_stats(ex).values()))
+
     def cloze_exercise(self, exercise_id: str) -> Exercise:
         ex = self.exercise(exercise_id)
         if not ex.cloze:
@@ -859,6 +871,17 @@ class Practice(InterviewMixin):
         packs = [PackProgress(part.id, dict(part.title), sum(1 for e in rows.values() if e.pack == part.id and e.solved),
                               sum(1 for e in rows.values() if e.pack == part.id)) for part in self.course.packs]
         return Summary(packs, rows, by_pack)
+
+    def next_exercise(self, after: Exercise | None = None) -> Exercise | None:
+        """What to do next, as rustlings says after a pass: the first unsolved exercise after ``after``
+        in the course's track order, else the first unsolved one before it; None when all are solved."""
+        summary = self.summary()
+        order = [key for track in self.course.tracks for key in track.exercises]
+        start = order.index(after.key) + 1 if after is not None and after.key in order else 0
+        for key in order[start:] + order[:start]:
+            if not summary.exercises[key].solved:
+                return self.course.exercises[key]
+        return None
 
     def welcome(self) -> bool:
         """True the first time (and the welcome is marked as shown)."""

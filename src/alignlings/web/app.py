@@ -22,6 +22,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from alignlings import i18n
 from alignlings.practice.pack import load_pack
 from alignlings.web.guard import (
     BodyLimitMiddleware,
@@ -187,8 +188,10 @@ def create_app(pack_path: str | Path | list | tuple | None = None, *, db_path: s
     async def http_error(request: Request, exc: StarletteHTTPException):
         if _is_api(request) or exc.status_code not in (404, 400):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+        # the engine says why in English: the page says it in the learner's language
+        detail = i18n.reword("web.page_errors", str(exc.detail), lang_of(request))
         return render_page(request, "error.html", status_code=exc.status_code, status=exc.status_code,
-                           detail=exc.detail)
+                           detail=detail)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):

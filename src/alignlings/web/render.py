@@ -79,6 +79,9 @@ def _split_math(text: str) -> tuple[str, list[tuple[str, bool]]]:
     return "".join(out), formulas
 
 
+INLINE_FITS = 24  # LaTeX characters: an inline formula this short fits a 390 px phone's line
+
+
 def markdown(text: str) -> str:
     """Markdown (CommonMark + tables) to HTML with ``$`` formulas typeset as MathML."""
     body, formulas = _split_math(text or "")
@@ -88,7 +91,12 @@ def markdown(text: str) -> str:
         latex, display = formulas[int(m.group(1))]
         mathml = latex_to_mathml(latex, display)
         # a wide formula scrolls inside its box (never the page): focusable, so the keyboard can scroll it too
-        return f'<div class="math-display" tabindex="0">{mathml}</div>' if display else mathml
+        if display:
+            return f'<div class="math-display" tabindex="0">{mathml}</div>'
+        # an inline formula cannot wrap: one wider than a phone's line scrolls in its own box; a long one is
+        # focusable so that the keyboard can scroll it too (a short one always fits and stays out of the Tab order)
+        focus = ' tabindex="0"' if len(latex) > INLINE_FITS else ""
+        return f'<span class="math-inline"{focus}>{mathml}</span>'
 
     # a wide table scrolls in its own box (focusable, for the keyboard), not the page
     rendered = rendered.replace("<table>", '<div class="table-scroll" tabindex="0"><table>').replace(

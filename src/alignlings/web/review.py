@@ -152,7 +152,15 @@ def review_page(request: Request, concept: str | None = None, limit: int | None 
     lang = lang_of(request)
     s = strings(lang)
     names = rv.concept_names(ctx(request).pack, lang)
-    return render_page(request, "review.html", nav="review", title=s["title"], rs=s,
+    # something to do when nothing is due: the next exercise and a cloze round (the session decides which)
+    learner_session = practice(request)
+    nxt, snippet = learner_session.next_exercise(), learner_session.next_cloze()
+    if snippet is not None and not learner_session.summary().exercises[snippet.key].solved:
+        snippet = None  # a cloze round on an unsolved exercise would show its solution: not offered
+    offer = [*([{"href": f"/exercises/{nxt.key}", "text": s["offer_next"].format(title=nxt.title[lang])}] if nxt else []),
+             *([{"href": f"/cloze/{snippet.key}", "text": s["offer_cloze"].format(title=snippet.title[lang])}]
+               if snippet else [])]
+    return render_page(request, "review.html", nav="review", title=s["title"], rs=s, offer=offer,
                        concept=names.get(concept or "", concept),
                        client={"lang": lang, "t": ui(lang), "l": learner(lang),
                                "review": s, "concept": concept, "limit": limit})

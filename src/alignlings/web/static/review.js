@@ -4,7 +4,14 @@
 "use strict";
 (function () {
   const fill = (s, v) => Object.entries(v).reduce((a, [k, x]) => a.replaceAll(`{${k}}`, x), s);
-  const day = (iso) => (iso ? new Date(iso).toLocaleDateString(CLIENT.lang === "zh" ? "zh-CN" : "en-GB") : "—");
+  // one date format per language, as the CLI writes it: 2026-12-03 03:56 / 2026年12月3日 03:56 (local time)
+  const day = (iso) => {
+    if (!iso) return "—";
+    const d = new Date(iso), two = (n) => String(n).padStart(2, "0");
+    const time = `${two(d.getHours())}:${two(d.getMinutes())}`;
+    return CLIENT.lang === "zh" ? `${d.getFullYear()}年${d.getMonth() + 1}月${d.getDate()}日 ${time}`
+                                : `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${time}`;
+  };
 
   /* -- the progress page's chart ---------------------------------------------------------- */
   const chart = document.getElementById("mastery");
@@ -57,9 +64,11 @@
     let badge = document.getElementById("review-due");
     if (link && c.due && !badge) { badge = el("span", { class: "badge", id: "review-due" }); link.append(" ", badge); }
     if (badge) { badge.textContent = String(c.due || 0); badge.hidden = !c.due; }
+    const offer = document.getElementById("review-offer");
+    if (offer) offer.hidden = Boolean(c.due);  // nothing due: the next exercise, a cloze round
     if (!c.items) { counts.textContent = R.empty; return; }
     counts.textContent = c.due ? `${fill(R.due, { n: c.due })} · ${fill(R.next, { when: day(c.next) })}`
-                               : `${R.none} ${fill(R.next, { when: day(c.next) })}`;
+                       : c.next ? fill(R.none_scheduled, { n: c.items, when: day(c.next) }) : R.none;
   }
 
   function codeView(it) {
