@@ -28,11 +28,12 @@ def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
             title = track.title[lang] if not track.implicit or len(part.tracks) > 1 else part.title[lang]
             needs = requires_text(p, track, lang)
             table = Table(title=escape(title) + (f"\n[dim]{escape(needs)}[/]" if needs else ""), title_justify="left")
-            for col in ("exercise", "title", "kind", "level", "status", "attempts", "hints"):
+            for col in ("exercise", "title", "kind", "level", "status", "reached", "attempts", "hints"):
                 table.add_column(t(col, lang))
             for key in track.exercises:
                 ex, s = p.exercises[key], summary.get(key, {})
                 status = f"[green]{t('solved', lang)}[/]" if s.get("solved") else t("todo", lang)
-                table.add_row(escape(key), escape(ex.title[lang]), escape(ex.kind_spec.label[lang]), str(ex.level), status, str(s.get("attempts", 0)),
-                              str(s.get("hints", 0)))
+                reached = s.get("highest_level")
+                table.add_row(escape(key), escape(ex.title[lang]), escape(ex.kind_spec.label[lang]), str(ex.level), status,
+                              "-" if reached is None else str(reached), str(s.get("attempts", 0)), str(s.get("hints", 0)))
             out.print(table)

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from alignlings import i18n
-from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, open_exercise
+from alignlings.cli.common import ExerciseId, LangOption, LevelOption, PackOption, console, open_exercise
 
 MSG = i18n.table("cli.watch")  # strings: locales/{en,zh}.toml [cli.watch]
 
@@ -68,6 +68,7 @@ def watch(
     manual: Annotated[bool, typer.Option("--manual", help="Re-check when you press Enter instead of on save.")] = False,
     poll: Annotated[bool, typer.Option("--poll", help="Poll the file's mtime instead of OS file events.")] = False,
     once: Annotated[bool, typer.Option("--once", hidden=True, help="Check once and exit (tests).")] = False,
+    level: LevelOption = None,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
@@ -78,7 +79,7 @@ def watch(
     from alignlings.practice.sandbox import is_isolated
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
-    path, _ = read_submission(ex.key, file)
+    path, _ = read_submission(ex.key, file, level=level)
     out = console()
     with Grader(p, warm=True) as grader:
         seen: list[tuple[int, int] | None] = [None]
@@ -88,7 +89,7 @@ def watch(
             seen[0] = _stamp(path)  # the version this check reads
             _, code = read_submission(ex.key, path)
             out.rule(time.strftime("%H:%M:%S"))
-            verdict = grade_and_record(grader, ex.key, code, lang, source="watch")
+            verdict = grade_and_record(grader, ex.key, code, lang, source="watch", level=level)
             render_verdict(verdict, lang, out)
             isolation = verdict.get("isolation") or ""
             if not warned[0] and not is_isolated(isolation):  # once: no namespaces, or no task limit
