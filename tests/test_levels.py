@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import sqlite3
 
 import pytest
@@ -294,3 +295,24 @@ def test_cli_start_level_check_and_list(isolated):
     assert "已达等级" in zh.output
     watched = invoke("watch", "dpo-loss", "--level", "4", "--once")
     assert watched.exit_code == 0 and "Level 4" in watched.output
+
+
+def test_dev_check_reports_a_blank_that_no_level_can_give(tmp_path, grader):
+    import shutil
+
+    from alignlings.practice.devcheck import Report, check_levels
+
+    pack = tmp_path / "p"
+    shutil.copytree(COURSE.get("dpo-loss").path, pack / "dpo-loss")
+    (pack / "pack.toml").write_text('[pack]\nid = "p"\norder = ["dpo-loss"]\n', encoding="utf-8")
+    solution = pack / "dpo-loss" / "solution.py"
+    solution.write_text(solution.read_text(encoding="utf-8").replace(
+        "import torch.nn.functional as F\n", "import torch.nn.functional as F\n\nSCALE = 1.0  # BLANK\n"),
+        encoding="utf-8")
+    for lang in ("en", "zh"):  # five blanks now: the per-blank hints of four would not load
+        texts = pack / "dpo-loss" / "texts" / f"{lang}.toml"
+        texts.write_text(re.sub(r"\nblank_hints = \[.*?\n\]\n", "\n", texts.read_text(encoding="utf-8"), flags=re.S),
+                         encoding="utf-8")
+    report = Report("dpo-loss")
+    problems = check_levels(load_pack([pack]).get("dpo-loss"), grader, report)
+    assert problems and "a blank outside any function" in problems[0] and "solution.py line" in problems[0]
