@@ -316,3 +316,70 @@ def test_dev_check_reports_a_blank_that_no_level_can_give(tmp_path, grader):
     report = Report("dpo-loss")
     problems = check_levels(load_pack([pack]).get("dpo-loss"), grader, report)
     assert problems and "a blank outside any function" in problems[0] and "solution.py line" in problems[0]
+
+
+# -- spaced review and mastery ---------------------------------------------------------------------
+
+def test_review_offers_the_level_four_version_of_an_exercise_filled_reliably(tmp_path, grader):
+    import uuid
+    from datetime import datetime, timedelta, timezone
+
+    from alignlings.practice import review as rv
+    from alignlings.practice.session import Practice
+    from alignlings.practice.store import ProgressStore
+
+    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    course = load_pack()
+    store = ProgressStore(tmp_path / "r.sqlite3")
+    solved = {"exercise": "grpo-advantages", "passed": True, "cases": [], "blanks": [{"index": 1, "passed": True}]}
+    store.import_({"format": "alignlings-progress", "version": 2, "attempts": [
+        {"uuid": str(uuid.uuid4()), "pack": "dpo-grpo", "exercise": "grpo-advantages", "passed": True,
+         "created_at": t0.isoformat(), "code": "", "verdict": solved, "source": "cli"}]})
+    clock = rv.FixedClock(t0 + timedelta(days=1))
+    practice = Practice(store, course, grader, clock)
+    review = practice.review()
+    level_key = "level/grpo-advantages"
+    assert review.level_offers() == []  # one solve: not yet filled reliably
+    assert level_key not in {d.item.key for d in review.queue()}
+    item = review.find("exercise/grpo-advantages")
+    review.answer(item, rv.GOOD)
+    clock.advance(days=3)
+    review.answer(item, rv.GOOD)  # the last two reviews right: reliable
+    offered = [d for d in review.queue() if d.item.key == level_key]
+    assert offered and offered[0].reviews == 0
+    assert any(p.shown.item == level_key for p in practice.review_queue().items)
+    prompt = rv.present(review, offered[0].item, "en")
+    assert isinstance(prompt, rv.LevelPrompt) and prompt.form == "bug" and prompt.source.startswith("# alignlings: level 4")
+    wrong = prompt.source.replace("    raise NotImplementedError\n", (
+        "    r = torch.as_tensor(group_rewards, dtype=torch.float)\n"
+        "    return (r - r.mean()) / (r.std(unbiased=False) + eps)\n"))
+    answered = practice.review_answer("dpo-grpo", level_key, wrong)
+    assert answered.result["correct"] is False and answered.rating == "again"
+    assert answered.result["misconception"] == "biased-std"  # named by its outputs
+    right = wrong.replace("r.std(unbiased=False)", "r.std()")
+    assert practice.review_answer("dpo-grpo", level_key, right).result["correct"] is True
+    # mastery counts the level item twice as much as the fill-in's
+    rows = {r["concept"]: r for r in practice.mastery()}
+    states = store.review_states(pack="dpo-grpo")
+    horizon = clock.now() + timedelta(days=rv.MASTERY_HORIZON_DAYS)
+    tag = rv.blank_concepts(course.get("grpo-advantages"))[1][0]
+    keys = [k for k in states if k in ("exercise/grpo-advantages", level_key)]
+    assert len(keys) == 2
+    r = {k: rv.retrievability(states[k]["card"], horizon) for k in keys}
+    others = [rv.retrievability(s["card"], horizon) for k, s in states.items()
+              if k not in keys and tag in review.find(k).concepts]
+    expected = (r["exercise/grpo-advantages"] + 2 * r[level_key] + sum(others)) / (3 + len(others))
+    assert rows[tag]["mastery"] == pytest.approx(expected, abs=1e-4)
+    store.close()
+
+
+def test_a_level_attempt_is_a_review_of_the_level_item_and_never_solves_the_fill_in(tmp_path):
+    from alignlings.practice import review as rv
+    from alignlings.practice.store import ProgressStore
+
+    store = ProgressStore(tmp_path / "h.sqlite3")
+    store.record_attempt("dpo-loss", {"exercise": "dpo-loss", "passed": True, "level": 4, "blanks": [], "cases": []},
+                         code="x", pack="dpo-grpo")
+    rows = rv.history_reviews(load_pack(), "dpo-grpo", store.review_sources(pack="dpo-grpo"))
+    assert [(r["item"], r["rating"]) for r in rows] == [("level/dpo-loss", rv.GOOD)]
+    store.close()

@@ -799,7 +799,7 @@ class Practice:
             raise UsageError("item", str(exc), missing=True) from None
         engine.sync()
         met = self._read("review states", lambda: self.store.review_states(pack=item.pack), {})
-        if item.key not in met:
+        if item.key not in met and not (item.kind == "level" and item in engine.level_offers()):
             raise UsageError("item", f"item: {pack_id}/{key} is not an item you have met yet", missing=True)
         return item
 

@@ -689,14 +689,14 @@ class ProgressStore:
             "SELECT uuid, snippet, key, correct, created_at FROM cloze_results WHERE learner = ? AND pack = ? "
             "ORDER BY created_at, id", (self.learner, pack))]
         attempts = []
-        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict FROM attempts WHERE learner = ? "
+        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict, level FROM attempts WHERE learner = ? "
                             "AND pack = ? ORDER BY created_at, id", (self.learner, pack)):
             try:
                 blanks = json.loads(r["verdict"]).get("blanks") or []
             except (ValueError, AttributeError):
                 blanks = []
             attempts.append({"uuid": r["uuid"], "exercise": r["exercise"], "passed": bool(r["passed"]),
-                             "created_at": r["created_at"],
+                             "created_at": r["created_at"], "level": int(r["level"] or 0),
                              "blanks": [{"index": b.get("index"), "passed": b.get("passed"),
                                          "misconception": b.get("misconception")}
                                         for b in blanks if isinstance(b, dict)]})
