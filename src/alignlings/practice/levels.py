@@ -212,10 +212,38 @@ def level_file(ex: Any, level: int, lang: str = "en") -> str:
             .format(functions=names)]
     if level == 5:
         head.append("#")
-        for para in level_statement(ex, level, lang).splitlines():
-            wrapped = textwrap.wrap(para, 96, break_long_words=False, break_on_hyphens=False) or [""]
-            head += [f"# {w}".rstrip() for w in wrapped]
+        for i, para in enumerate(re.split(r"\n\s*\n", level_statement(ex, level, lang))):
+            lines = para.strip().splitlines()
+            if i:
+                head.append("#")
+            if lines and (lines[0].lstrip().startswith(("$$", "```", "|", "- ", "* ")) or len(lines) == 1
+                          and len(lines[0]) <= 100):
+                head += [f"# {line}".rstrip() for line in lines]  # display math, code, tables, lists: as written
+                continue
+            if lang == "zh":
+                head += [f"# {w}".rstrip() for w in _wrap_cjk("".join(line.strip() for line in lines))]
+                continue
+            text = " ".join(line.strip() for line in lines)
+            head += [f"# {w}".rstrip() for w in textwrap.wrap(text, 96, break_long_words=False,
+                                                              break_on_hyphens=False) or [""]]
     return "\n".join(head) + "\n" + code
+
+
+def _wrap_cjk(text: str, soft: int = 40, hard: int = 60) -> list[str]:
+    """Chinese text in lines of about ``soft`` to ``hard`` characters, broken after punctuation where
+    one comes (Chinese has no spaces to break at)."""
+    out, line, code, dollars, pending = [], "", False, False, False
+    for ch in text:
+        if pending and ch not in "，。；：、）":  # a line never starts with closing punctuation
+            out.append(line)
+            line, pending = "", False
+        line += ch
+        code ^= ch == "`"
+        dollars ^= ch == "$" and not code
+        if not (code or dollars):  # never inside `code` or $math$
+            pending = (len(line) >= soft and ch in "。；，：、）") or len(line) >= hard and ch in " ，。；" \
+                or len(line) >= hard + 40
+    return out + [line] if line else out or [""]
 
 
 # -- grading ------------------------------------------------------------------------------------
