@@ -383,3 +383,41 @@ def test_a_level_attempt_is_a_review_of_the_level_item_and_never_solves_the_fill
     rows = rv.history_reviews(load_pack(), "dpo-grpo", store.review_sources(pack="dpo-grpo"))
     assert [(r["item"], r["rating"]) for r in rows] == [("level/dpo-loss", rv.GOOD)]
     store.close()
+
+
+def test_the_teacher_report_and_the_web_list_show_the_level_reached(tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from alignlings.practice import report
+    from alignlings.practice.session import Practice
+    from alignlings.practice.store import ProgressStore
+    from alignlings.web.app import create_app
+
+    course = load_pack()
+    store = ProgressStore(tmp_path / "class.sqlite3")
+    lid, _ = store.add_learner("Ann")
+    ann = store.for_learner(lid)
+    miss = {"exercise": "dpo-loss", "passed": False, "level": 4, "blanks": [], "cases": [],
+            "misconception": {"id": "beta-missing", "blank": 3, "target": "margin", "message": "m"}}
+    ann.record_attempt("dpo-loss", miss, code="a", pack="dpo-grpo")
+    ann.record_attempt("dpo-loss", {"exercise": "dpo-loss", "passed": True, "level": 5, "blanks": [], "cases": []},
+                       code="b", pack="dpo-grpo")
+    row = next(r for r in report.learner_rows(store, course) if r["id"] == lid)
+    assert row["solved"] == [] and row["levels"] == [{"exercise": "dpo-loss", "level": 5}]
+    assert dict(row["misconceptions"]) == {"dpo-loss: beta-missing": 1}
+    progress = Practice(store, course).class_report().progress
+    mine = next(r for r in progress if r["learner"] == lid and r["exercise"] == "dpo-loss")
+    assert mine["highest_level"] == 5 and mine["status"] == "not_started"  # the status is the fill-in's own
+    store.close()
+
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "solo"))
+    solo = ProgressStore()
+    solo.record_attempt("grpo-advantages", {"exercise": "grpo-advantages", "passed": True, "level": 4},
+                        code="c", pack="dpo-grpo")
+    solo.close()
+    with TestClient(create_app()) as client:
+        listed = {r["key"]: r for r in client.get("/api/exercises").json()}
+        assert listed["grpo-advantages"]["highest_level"] == 4 and listed["grpo-advantages"]["solved"] is False
+        assert listed["dpo-loss"]["highest_level"] is None
+        home = client.get("/?lang=en").text
+        assert 'class="tag level-reached" data-level="4"' in home

@@ -119,7 +119,8 @@ def list_exercises(request: Request) -> list[dict]:
         row = rows[ex.key]
         out.append({"id": ex.id, "key": ex.key, "pack": ex.pack, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
                     "cloze": ex.cloze, "solved": row.solved, "attempts": row.attempts, "hints": row.hints,
-                    "revealed": row.revealed, "url": f"/exercises/{ex.key}"})
+                    "revealed": row.revealed, "levels": row.levels, "highest_level": row.highest_level,
+                    "url": f"/exercises/{ex.key}"})
     return out
 
 
