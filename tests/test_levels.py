@@ -421,3 +421,41 @@ def test_the_teacher_report_and_the_web_list_show_the_level_reached(tmp_path, mo
         assert listed["dpo-loss"]["highest_level"] is None
         home = client.get("/?lang=en").text
         assert 'class="tag level-reached" data-level="4"' in home
+
+
+# -- notebooks -------------------------------------------------------------------------------------
+
+def test_a_level_notebook_per_exercise_and_a_check_at_a_level_from_jupyter(tmp_path, isolated):
+    import importlib.util
+
+    import nbformat
+
+    import alignlings
+    from alignlings.practice.notebook import exercise_notebook
+    from alignlings.practice.store import ProgressStore
+
+    for ex in FILL_INS:
+        for level in levels.LEVELS:
+            nb = exercise_notebook(ex, "zh", level=level)
+            nbformat.validate(nb)
+            assert f"level={level})" in nb.cells[2].source and "raise NotImplementedError" in nb.cells[1].source
+    five = exercise_notebook(COURSE.get("dpo-loss"), "en", level=5)
+    assert five.cells[0].source.startswith("# DPO loss (sequence level) · Level 5: from the statement")
+    assert "# Direct Preference" not in five.cells[1].source  # the statement is the first cell, not repeated
+    path = tmp_path / "nb_level.py"
+    path.write_text("import torch\nimport torch.nn.functional as F\n\n"
+                    "def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta=0.1):\n"
+                    "    margin = (policy_chosen_logp - ref_chosen_logp) - (policy_rejected_logp - ref_rejected_logp)\n"
+                    "    return -F.logsigmoid(margin).mean()\n")
+    spec = importlib.util.spec_from_file_location("nb_level", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    verdict = alignlings.check("dpo-loss", module.dpo_loss, level=5)
+    assert verdict["passed"] is False and verdict["level"] == 5
+    assert verdict["misconception"]["id"] == "beta-missing" and "known mistake" in verdict._repr_html_()
+    assert ProgressStore().level_summary()["dpo-loss"][5]["attempts"] == 1
+    with pytest.raises(levels.LevelError):
+        alignlings.check("dpo-loss", module.dpo_loss, level=2)
+    out = invoke("export", "--out", str(tmp_path / "nbs"))
+    assert out.exit_code == 0 and (tmp_path / "nbs" / "dpo-loss_level4.ipynb").exists()
+    assert (tmp_path / "nbs" / "toy-ppo_level5.ipynb").exists() and not (tmp_path / "nbs" / "concepts_level4.ipynb").exists()
