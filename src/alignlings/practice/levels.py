@@ -331,12 +331,15 @@ def misconception_at(ex: Any, level: int, m: Any) -> str:
     return level_file(ex, level).splitlines()[0] + "\n" + bl.splice(ex.solution_source, blanks, m.blank, m.fill)
 
 
-def prove(grader: Any, ex: Any, *, levels: tuple[int, ...] = LEVELS) -> tuple[list[str], list[str]]:
+def prove(grader: Any, ex: Any, *, levels: tuple[int, ...] = LEVELS,
+          misconception_levels: tuple[int, ...] | None = None) -> tuple[list[str], list[str]]:
     """``dev check`` at levels 4 and 5, by grading: the reference handed in at each level passes, and
     each misconception's file is rejected and named as itself by its outputs. Returns (problems,
     notes): a misconception rejected but named as another one (the same outputs: only a per-blank
     check tells them apart) or not named at all (its file does not load, so there are no outputs to
-    match) is a note, not a problem."""
+    match) is a note, not a problem. ``misconception_levels`` (default: ``levels``): where the
+    misconceptions are graded; a misconception's file differs between levels 4 and 5 by its header
+    line alone, so ``dev check`` grades it once, at level 4."""
     problems: list[str] = []
     notes: list[str] = []
     for level in levels:
@@ -345,7 +348,7 @@ def prove(grader: Any, ex: Any, *, levels: tuple[int, ...] = LEVELS) -> tuple[li
             failed = [c["name"] for c in v["cases"] if not c["passed"]] or [(v.get("error") or {}).get("message", "")]
             problems.append(f"the reference fails at level {level}: {', '.join(map(str, failed))[:300]}")
     for m in ex.misconceptions:
-        for level in levels:
+        for level in (levels if misconception_levels is None else misconception_levels):
             v = check_level(grader, ex.key, misconception_at(ex, level, m), level, run_main=False, variant=0)
             named = (v.get("misconception") or {}).get("id")
             if v["passed"]:
