@@ -459,3 +459,25 @@ def test_a_level_notebook_per_exercise_and_a_check_at_a_level_from_jupyter(tmp_p
     out = invoke("export", "--out", str(tmp_path / "nbs"))
     assert out.exit_code == 0 and (tmp_path / "nbs" / "dpo-loss_level4.ipynb").exists()
     assert (tmp_path / "nbs" / "toy-ppo_level5.ipynb").exists() and not (tmp_path / "nbs" / "concepts_level4.ipynb").exists()
+
+
+def test_a_level_attempt_never_hides_the_fill_in_work_on_its_page(tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from alignlings.practice.store import ProgressStore
+    from alignlings.web.app import create_app
+
+    monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "page"))
+    ex = COURSE.get("dpo-loss")
+    blanks = bl.find_blanks(ex.solution_source)
+    fills = {b.index: b.answer for b in blanks}
+    fills[3] = "chosen_implicit_r - rejected_implicit_r"
+    store = ProgressStore()
+    store.record_attempt("dpo-loss", {"passed": False, "blanks": []}, code=bl.render(ex.solution_source, blanks, fills),
+                         pack="dpo-grpo")
+    store.record_attempt("dpo-loss", {"passed": False, "level": 4, "blanks": []}, code="# level 4 file", pack="dpo-grpo")
+    store.close()
+    with TestClient(create_app()) as client:
+        page = client.get("/exercises/dpo-loss?lang=en").text
+        assert 'value="chosen_implicit_r - rejected_implicit_r"' in page
+        assert "# level 4 file" in client.get("/exercises/dpo-loss?level=4&lang=en").text

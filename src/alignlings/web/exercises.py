@@ -60,6 +60,8 @@ def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[d
         get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
         if get("before_reset"):
             break
+        if get("level"):  # an attempt at level 4 or 5 (web/levels.py) is another file: the fill-in's stays
+            continue
         code = get("code")
         if code:
             found = bl.extract_fills(code, ex.solution_source, _blanks(ex))
