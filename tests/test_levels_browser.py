@@ -92,3 +92,32 @@ def test_dpo_loss_written_from_the_statement_at_level_five(server, page, lang):
     assert page.locator("#level-editor").input_value().endswith("# my notes\n")
     assert page.locator("#draft-note").is_visible()
     page.evaluate("localStorage.clear()")
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["1280", "390"])
+def test_the_level_pages_are_accessible_and_fit_a_phone(server, size):
+    """axe-core: no serious or critical violation on the fill-in page with its level switch and on
+    both level pages, in both languages; at 390 px nothing pushes the page sideways."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    problems = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": size[0], "height": size[1]}, base_url=server)
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        for lang in ("en", "zh"):
+            for path in ("/exercises/grpo-loss", "/exercises/grpo-loss?level=4", "/exercises/reward-model?level=5"):
+                pg.goto(f"{path}{'&' if '?' in path else '?'}lang={lang}")
+                pg.wait_for_load_state("networkidle")
+                if size[0] <= 400:
+                    over = pg.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                    if over > 0:
+                        problems.append(f"{path} {lang}: {over} px of horizontal overflow")
+                for v in Axe().run(pg).response["violations"]:
+                    if v["impact"] in ("serious", "critical"):
+                        problems.append(f"{path} {lang}: {v['id']} ({v['impact']}): {v['help']}")
+        browser.close()
+    assert not errors, errors
+    assert not problems, "\n".join(problems)
