@@ -195,7 +195,9 @@ def test_each_level_is_solved_on_its_own_in_the_store(tmp_path):
     from alignlings.practice.store.schema import SCHEMA_VERSION
 
     assert SCHEMA_VERSION >= 9
+    seen = []
     for dialect, store in _stores(tmp_path):
+        seen.append(dialect)
         store.record_attempt("dpo-loss", {"passed": False, "level": 4}, code="a")
         store.record_attempt("dpo-loss", {"passed": True, "level": 4}, code="b")
         store.record_attempt("dpo-loss", {"passed": False}, code="c")
@@ -214,6 +216,8 @@ def test_each_level_is_solved_on_its_own_in_the_store(tmp_path):
         assert store.level_summary() == {}
         store.close()
         other.close()
+    # PostgreSQL wherever CI provides it (scripts/test.sh sets ALIGNLINGS_TEST_DATABASE_URL)
+    assert seen == ["sqlite", "postgresql"] if os.environ.get("ALIGNLINGS_TEST_DATABASE_URL") else seen == ["sqlite"]
 
 
 def test_a_version_eight_database_gets_the_level_column_and_keeps_its_attempts(tmp_path):
