@@ -35,13 +35,18 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(server):
+def browser(server):
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page()
-        pg.set_default_timeout(90_000)
-        yield pg
-        browser.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    pg = browser.new_page()
+    pg.set_default_timeout(90_000)
+    return pg
 
 
 def write(page, lang: str, body: str) -> None:
@@ -95,18 +100,17 @@ def test_dpo_loss_written_from_the_statement_at_level_five(server, page, lang):
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["1280", "390"])
-def test_the_level_pages_are_accessible_and_fit_a_phone(server, size):
+def test_the_level_pages_are_accessible_and_fit_a_phone(server, browser, size):
     """axe-core: no serious or critical violation on the fill-in page with its level switch and on
     both level pages, in both languages; at 390 px nothing pushes the page sideways."""
     from axe_playwright_python.sync_playwright import Axe
 
     problems = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": size[0], "height": size[1]}, base_url=server)
-        pg = context.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, base_url=server)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    try:
         for lang in ("en", "zh"):
             for path in ("/exercises/grpo-loss", "/exercises/grpo-loss?level=4", "/exercises/reward-model?level=5"):
                 pg.goto(f"{path}{'&' if '?' in path else '?'}lang={lang}")
@@ -118,6 +122,7 @@ def test_the_level_pages_are_accessible_and_fit_a_phone(server, size):
                 for v in Axe().run(pg).response["violations"]:
                     if v["impact"] in ("serious", "critical"):
                         problems.append(f"{path} {lang}: {v['id']} ({v['impact']}): {v['help']}")
-        browser.close()
+    finally:
+        context.close()
     assert not errors, errors
     assert not problems, "\n".join(problems)
