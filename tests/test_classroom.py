@@ -111,7 +111,7 @@ def test_the_teacher_sees_the_class_and_the_common_misconceptions(classroom):
     assert top["url"] == f"/exercises/dpo-loss#blank-{MISC.blank}" and top["url"] in page.text
     progress = list(csv.DictReader(io.StringIO(teacher.get("/teacher/progress.csv").text)))
     assert len(progress) == 3 * len(list(PACK)) and set(progress[0]) == {
-        "name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen"}
+        "name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen", "highest_level"}
     misc = list(csv.DictReader(io.StringIO(teacher.get("/teacher/misconceptions.csv").text)))
     assert misc[0]["misconception"] == MISC.id and misc[0]["learners"] == "2"
 

@@ -311,7 +311,11 @@ def test_exported_notebooks_name_the_pack(isolated, monkeypatch):
     nb = nbformat.read(str(out_dir / "dpo-loss.ipynb"), as_version=4)
     call = next(c.source for c in nb.cells if "alignlings.check(" in c.source)
     assert f"alignlings.check('dpo-loss', dpo_loss, lang='en', pack=['{isolated / 'ipo'}'])" in call
-    assert [p.name for p in out_dir.iterdir()] == ["dpo-loss.ipynb"]
+    # with its level-4 and level-5 notebooks (practice.levels), which name the pack too
+    assert sorted(p.name for p in out_dir.iterdir()) == ["dpo-loss.ipynb", "dpo-loss_level4.ipynb",
+                                                         "dpo-loss_level5.ipynb"]
+    level = nbformat.read(str(out_dir / "dpo-loss_level5.ipynb"), as_version=4)
+    assert f"pack=['{isolated / 'ipo'}'], level=5)" in next(c.source for c in level.cells if "alignlings.check(" in c.source)
 
 
 def test_hint_counter_stops_at_the_last_hint(isolated):

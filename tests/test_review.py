@@ -216,7 +216,10 @@ def test_simulated_learner_over_60_days(tmp_path, pack, capsys):
         assert schedules["quiz"][1]["rating"] == "easy"
         # after the last day nothing is overdue: the queue is what falls due today
         counts = review.counts()
-        assert counts["items"] == 4 and counts["next"] is not None
+        # the four items, and the level-4 version of grpo-advantages, offered once it was filled reliably
+        assert counts["items"] == 5 and counts["next"] is not None
+        level = rv.schedule_row(review, review.find("level/grpo-advantages"))
+        assert level[0]["source"] == "review"  # offered by review, never introduced by history here
 
 
 def test_history_after_introduction_counts_and_sync_is_idempotent(tmp_path, pack):

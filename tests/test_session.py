@@ -44,8 +44,9 @@ def test_the_class_report_costs_the_same_few_queries_for_any_class_size(tmp_path
         assert report.misconceptions[0]["learners"] == n_learners
         return len(reads)
 
-    # the class list, then per pack: resets, attempts, events (the summaries) and failed attempts
-    assert report_queries(2) == report_queries(12) == 1 + 4 * len(COURSE.packs)
+    # the class list, then per pack: resets, attempts, events (the summaries), resets and attempts at
+    # levels 4 and 5 (the level summaries) and failed attempts
+    assert report_queries(2) == report_queries(12) == 1 + 6 * len(COURSE.packs)
     row = next(r for r in Practice(store, COURSE).class_report().progress if r["exercise"] == DPO.key)
     assert row["status"] == "attempted" and row["hints"] == 1 and row["attempts"] == 1
     store.close()

@@ -8,29 +8,33 @@ from typing import Annotated, Any
 
 import typer
 
-from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, exercise_file, next_text,
-                                   open_exercise, pack_args, saved, store)
+from alignlings.cli.common import (ExerciseId, LangOption, LevelOption, PackOption, UsageError, console, exercise_file,
+                                   level_file, next_text, open_exercise, pack_args, saved, store, usage)
 
 
-def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "") -> tuple[Path, str]:
-    path = file or exercise_file(exercise_id)
+def read_submission(exercise_id: str, file: Path | None, pack_hint: str = "", level: int | None = None
+                    ) -> tuple[Path, str]:
+    path = file or (exercise_file(exercise_id) if level is None else level_file(exercise_id, level))
     if not path.is_file():
         if file:
             raise UsageError("file_missing", "FILE", path=path)
-        raise UsageError("file_missing_start", "FILE", path=path, id=exercise_id, pack=pack_hint)
+        more = pack_hint if level is None else f" --level {level}{pack_hint}"
+        raise UsageError("file_missing_start", "FILE", path=path, id=exercise_id, pack=more)
     try:
         return path, path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UsageError("not_utf8", "FILE", path=path) from None
 
 
-def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli") -> Any:
+def grade_and_record(grader, exercise_id: str, code: str, lang: str, source: str = "cli",
+                     level: int | None = None) -> Any:
     """Grade a file and record it through the learner's session (a store that cannot be written never
     hides the verdict)."""
     from alignlings.practice.session import Practice
 
     practice = Practice(store(), grader.pack, grader, source=source)
-    return practice.check(grader.pack.get(exercise_id), code=code, lang=lang).verdict
+    with usage():
+        return practice.check(grader.pack.get(exercise_id), code=code, lang=lang, level=level).verdict
 
 
 def check(
@@ -38,20 +42,22 @@ def check(
     file: Annotated[Path | None, typer.Argument(metavar="[FILE]", help="Your file (default: the workspace file).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON verdict object.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say in full how the sandbox isolated the run.")] = False,
+    level: LevelOption = None,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Grade your file: per-blank verdicts, visible, hidden and edge cases, run in a sandbox."""
+    """Grade your file: per-blank verdicts, visible, hidden and edge cases, run in a sandbox. With
+    --level 4 or 5 (or a file whose header states its level) the whole file is graded at that level."""
     from alignlings.cli.report import render_verdict
     from alignlings.practice.grader import Grader
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
-    _, code = read_submission(ex.key, file, pack_args(pack))
+    _, code = read_submission(ex.key, file, pack_args(pack), level)
     from alignlings.practice.session import Practice
 
-    with Grader(p) as grader:
+    with Grader(p) as grader, usage():
         practice = Practice(store(), p, grader, source="cli")
-        checked = practice.check(ex, code=code, lang=lang)
+        checked = practice.check(ex, code=code, lang=lang, level=level)
     verdict: Any = checked.verdict
     if as_json:
         typer.echo(json.dumps(verdict, ensure_ascii=False))

@@ -21,6 +21,11 @@ LangOption = Annotated[
                              show_default=False)
 ]
 ExerciseId = Annotated[str, typer.Argument(metavar="ID", help="Exercise id, e.g. dpo-loss.")]
+LevelOption = Annotated[
+    int | None, typer.Option("--level", min=4, max=5, show_default=False,
+                             help="Level 4 (write the body) or 5 (from the statement) of a fill-in exercise; "
+                                  "its own file is ID_level4.py / ID_level5.py.")
+]
 PackOption = Annotated[
     list[Path] | None, typer.Option(
         "--pack", help="Load exercises from this pack folder (repeatable: a course of several packs; a built-in "
@@ -191,6 +196,12 @@ def exercise_file(exercise_id: str) -> Path:
     return workspace() / f"{exercise_id.replace('-', '_')}.py"
 
 
+def level_file(exercise_id: str, level: int | None) -> Path:
+    """The learner's file at a level (``dpo_loss_level4.py``); the exercise's own file without one."""
+    path = exercise_file(exercise_id)
+    return path if level is None else path.with_name(f"{path.stem}_level{level}.py")
+
+
 def store():
     from alignlings.practice.store import ProgressStore
 
@@ -210,7 +221,7 @@ def session(course, *, graded: bool = False):
     return Practice(store(), course, make_grader if graded else None, source="cli")
 
 
-_PARAM_HINTS = {"blank": "--blank", "ratio": "--ratio", "limit": "--limit", "data": "--import"}
+_PARAM_HINTS = {"blank": "--blank", "ratio": "--ratio", "limit": "--limit", "data": "--import", "level": "--level"}
 
 
 @contextlib.contextmanager

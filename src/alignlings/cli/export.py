@@ -17,11 +17,13 @@ def export(
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Write a notebook per exercise: statement, template cell, and a cell calling alignlings.check."""
+    """Write a notebook per exercise: statement, template cell, and a cell calling alignlings.check;
+    a fill-in exercise also gets its level-4 and level-5 notebooks (ID_level4.ipynb, ID_level5.ipynb)."""
     import nbformat
     from rich.markup import escape
 
     from alignlings.cli.common import given_packs
+    from alignlings.practice.levels import LEVELS, has_levels
     from alignlings.practice.notebook import exercise_notebook
     from alignlings.practice.pack import default_pack_paths
 
@@ -45,3 +47,10 @@ def export(
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(exercise_notebook(ex, lang, pack=packs), str(path))
         c.print(escape(f"wrote {path}"))
+        for level in (LEVELS if has_levels(ex) else ()):  # a fill-in exercise: its level-4 and level-5 notebooks
+            at = out / f"{ex.key}_level{level}.ipynb"
+            if at.exists() and not force:
+                c.print(escape(f"skip {at} (exists; --force to overwrite)"))
+                continue
+            nbformat.write(exercise_notebook(ex, lang, pack=packs, level=level), str(at))
+            c.print(escape(f"wrote {at}"))

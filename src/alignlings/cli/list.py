@@ -63,12 +63,15 @@ def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
             for line in track_heading(p, part, track, lang):
                 out.print(line)
             columns = [Column(""), Column(t("exercise", lang)), Column(t("kind", lang)),
-                       Column(t("level", lang), right=True), Column(t("title", lang))]
+                       Column(t("level", lang), right=True), Column(t("reached_short", lang), right=True),
+                       Column(t("title", lang))]
             rows = []
             for key in track.exercises:
-                ex = p.exercises[key]
-                rows.append([solved_mark(summary.get(key, {})), (key, "bold"), (ex.kind_spec.label[lang], ""),
-                             (str(ex.level), ""), (ex.title[lang], "")])
+                ex, row = p.exercises[key], summary.get(key, {})
+                reached = row.get("highest_level")
+                rows.append([solved_mark(row), (key, "bold"), (ex.kind_spec.label[lang], ""),
+                             (str(ex.level), ""), ("" if reached is None else str(reached), "cyan"),
+                             (ex.title[lang], "")])
             for line in grid(columns, rows, out.width):
                 out.print(line)
     out.print()

@@ -14,6 +14,8 @@ def render_verdict(verdict: dict, lang: str, console, verbose: bool = False) -> 
 
     ok = verdict["passed"]
     head = f"[bold {'green' if ok else 'red'}]{L['pass' if ok else 'fail'][lang]}[/]  {verdict['exercise']}"
+    if verdict.get("level"):  # graded at level 4 or 5 (practice.levels)
+        head += f"  [dim]{escape(i18n.t('practice.levels.name' + str(verdict['level']), lang))}[/]"
     console.print(head)
     if verdict.get("error"):
         err = verdict["error"]
@@ -37,6 +39,8 @@ def render_verdict(verdict: dict, lang: str, console, verbose: bool = False) -> 
         console.print(f"  [red]✗[/] {escape('[' + c['kind'] + ']')} {escape(c['message'])}")
     if len(failed) > SHOWN_FAILURES:
         console.print(f"  [dim]{L['more'][lang].format(n=len(failed) - SHOWN_FAILURES)}[/]")
+    if verdict.get("misconception"):  # a level-4/5 file whose outputs match a known mistake
+        console.print(Panel(escape(verdict["misconception"]["message"]), border_style="yellow", expand=False))
     if verdict.get("bug"):  # a spot-the-bug drill: changed lines, wrong fix, region hint, the story
         from alignlings.practice.bugdrill import render_verdict as render_bug
 

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
-from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, exercise_file, open_exercise, pack_args
+from alignlings.cli.common import (ExerciseId, LangOption, LevelOption, PackOption, console, level_file, open_exercise,
+                                   pack_args, session, usage)
 
 MSG = i18n.table("cli.start")  # strings: locales/{en,zh}.toml [cli.start]
 
@@ -23,16 +24,18 @@ def backup(path) -> str:
 def start(
     exercise_id: ExerciseId,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file (after backing it up).")] = False,
+    level: LevelOption = None,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
-    """Write the template into the workspace (./alignlings-workspace or $ALIGNLINGS_WORKSPACE)."""
+    """Write the template into the workspace (./alignlings-workspace or $ALIGNLINGS_WORKSPACE); with
+    --level 4 or 5, the fill-in exercise's level file (ID_level4.py, ID_level5.py) beside it."""
     from rich.markup import escape
 
-    from alignlings.practice.grader import template_for
-
-    lang, _, ex = open_exercise(exercise_id, lang, pack, code_only=True)
-    path = exercise_file(ex.key)
+    lang, course, ex = open_exercise(exercise_id, lang, pack, code_only=True)
+    with usage():
+        started = session(course).start(ex, level, lang=lang)
+    path = level_file(ex.key, level)
     out = console()
     if path.exists():
         if not force:
@@ -40,5 +43,6 @@ def start(
             raise typer.Exit(1)
         out.print(MSG["backup"][lang].format(path=backup(path)))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(template_for(ex, lang), encoding="utf-8")
-    out.print(escape(MSG[ex.kind_spec.cli_wrote][lang].format(path=path, id=ex.key, pack=pack_args(pack))))
+    path.write_text(started.text, encoding="utf-8")
+    wrote = ex.kind_spec.cli_wrote if level is None else f"wrote_level{level}"
+    out.print(escape(MSG[wrote][lang].format(path=path, id=ex.key, pack=pack_args(pack))))

@@ -14,7 +14,8 @@ import typer
 from rich.markup import escape
 
 from alignlings import i18n
-from alignlings.cli.common import ExerciseId, LangOption, PackOption, console, next_text, open_exercise, session
+from alignlings.cli.common import (ExerciseId, LangOption, LevelOption, PackOption, console, next_text, open_exercise,
+                                   session)
 from alignlings.cli.layout import paragraph
 
 MSG = i18n.table("cli.watch")  # strings: locales/{en,zh}.toml [cli.watch]
@@ -71,6 +72,7 @@ def watch(
     poll: Annotated[bool, typer.Option("--poll", help="Poll the file's mtime instead of OS file events.")] = False,
     once: Annotated[bool, typer.Option("--once", hidden=True, help="Check once and exit (tests).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say in full how the sandbox isolated each run.")] = False,
+    level: LevelOption = None,
     lang: LangOption = None,
     pack: PackOption = None,
 ) -> None:
@@ -81,7 +83,7 @@ def watch(
     from alignlings.practice.sandbox import STOP, is_isolated
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
-    path, _ = read_submission(ex.key, file)
+    path, _ = read_submission(ex.key, file, level=level)
     out = console()
     with Grader(p, warm=True) as grader:
         seen: list[tuple[int, int] | None] = [None]
@@ -95,7 +97,7 @@ def watch(
             def work() -> None:
                 STOP.set(stop)  # this thread's context: the check's jobs end when it is set
                 try:
-                    box["verdict"] = grade_and_record(grader, ex.key, code, lang, source="watch")
+                    box["verdict"] = grade_and_record(grader, ex.key, code, lang, source="watch", level=level)
                 except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
                     box["error"] = exc
 

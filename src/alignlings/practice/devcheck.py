@@ -1,7 +1,8 @@
 """Proofs a pack must pass (``alignlings dev check`` and CI): every template fails as shipped,
 every reference solution passes, every case is reproducible (two runs of the reference agree), every
 blank is graded (a wrong value of the same type in it fails a case), every misconception is rejected
-on its own blank with its own feedback, every listed equivalent right answer passes, and every
+on its own blank with its own feedback, every listed equivalent right answer passes, the reference
+passes at levels 4 and 5 and every misconception is rejected there (``practice.levels``), and every
 exercise has all its texts in both languages (per-blank hints, where given, from a nudge to the
 answer: at least two per blank).
 
@@ -110,7 +111,32 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     report.problems += check_equivalents(ex, grader, blanks)
     if ex.equivalents:
         report.checked.append(f"{len(ex.equivalents)} equivalent answers pass")
+    report.problems += check_levels(ex, grader, report)
     return report
+
+
+def check_levels(ex: Exercise, grader, report: Report) -> list[str]:
+    """Levels 4 and 5 (``practice.levels``): the files generate, the reference handed in at each level
+    passes, and each misconception's file is rejected there; one whose outputs equal another's (or
+    that leaves no outputs to match) is named per blank only, which ``checked`` says."""
+    from alignlings.practice import levels
+
+    if not levels.has_levels(ex):
+        return []
+    try:
+        for level in levels.LEVELS:
+            for lang in LANGS:
+                levels.level_file(ex, level, lang)
+    except levels.LevelError as exc:
+        return [str(exc)]
+    problems, notes = levels.prove(grader, ex, misconception_levels=(4,))  # level 5's file: the same code
+    # a misconception the per-blank check already found accepted is one problem, not two
+    said = {p.split(" (blank", 1)[0] for p in report.problems if p.startswith("misconception ") and "is accepted" in p}
+    problems = [p for p in problems if p.split(" (blank", 1)[0] not in said]
+    report.checked.append(f"levels 4 and 5: reference passes, {len(ex.misconceptions)} misconceptions rejected")
+    per_blank = sorted({n.split(" ", 2)[1] for n in notes})
+    report.checked += [f"levels 4 and 5: {m} named per blank only" for m in per_blank]
+    return problems
 
 
 # -- where a problem is ----------------------------------------------------------------------------

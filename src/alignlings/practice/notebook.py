@@ -38,6 +38,8 @@ class Verdict(dict):
                         f"{'' if c['passed'] else ': ' + html.escape(c['message'])}</li>" for c in self["cases"])
         err = self.get("error")
         err_html = f"<pre style='color:#cf222e'>{html.escape(err['kind'] + ': ' + err['message'])}</pre>" if err else ""
+        if self.get("misconception"):  # a level-4/5 file whose outputs match a known mistake
+            err_html += f"<p style='color:#9a6700'>{html.escape(self['misconception']['message'])}</p>"
         head = f"<b style='color:{'#1a7f37' if ok else '#cf222e'}'>{_msg('passed' if ok else 'not_yet', lang)}</b> {self['exercise']}"
         return f"<div>{head}{err_html}<table>{''.join(rows)}</table><ul>{cases}</ul></div>"
 
@@ -76,14 +78,17 @@ def build_code(template_source: str, objs: tuple) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
+def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None, level: int | None = None) -> Verdict:
     """Grade functions or classes defined in a notebook against exercise ``exercise_id``.
 
     Example: ``alignlings.check("dpo-loss", dpo_loss)``; for several names, pass them all:
     ``alignlings.check("toy-grpo", sample_group, grpo_advantage, grpo_step, train)``.
     ``pack``: a pack folder, a list of them (a course), or a loaded ``Pack``; by default
     ``$ALIGNLINGS_PACK``, else the built-in pack (exported notebooks name their packs).
+    ``level``: 4 or 5 grades them as the exercise's level-4/5 file (``practice.levels``), recorded at
+    that level.
     """
+    from alignlings.practice import levels
     from alignlings.practice.grader import Grader, template_for
     from alignlings.practice.pack import default_pack_paths, load_pack
 
@@ -91,7 +96,9 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
         raise ValueError("objs: pass at least one function or class to grade, e.g. check('dpo-loss', dpo_loss)")
     p = load_pack(pack if pack is not None else default_pack_paths())
     ex = p.get(exercise_id)
-    code = build_code(template_for(ex, "en"), objs)
+    if level is not None:
+        level = levels.parse_level(level, ex)
+    code = build_code(template_for(ex, "en") if level is None else levels.level_file(ex, level, "en"), objs)
     from alignlings.practice.store import ProgressStore
     from alignlings.practice.service import STORE_ERRORS
     from alignlings.practice.session import Practice
@@ -100,36 +107,50 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None) -> Verdict:
         try:
             store = ProgressStore()
         except STORE_ERRORS:  # grading must not fail because progress cannot be opened: graded, not recorded
-            verdict = grader.check(ex.key, code, lang=lang, run_main=False)
+            verdict = grader.check(ex.key, code, lang=lang, run_main=False) if level is None else \
+                levels.check_level(grader, ex.key, code, level, lang=lang, run_main=False)
         else:
-            verdict = Practice(store, p, grader, source="notebook").check(ex, code=code, lang=lang,
-                                                                            run_main=False).verdict
+            verdict = Practice(store, p, grader, source="notebook").check(ex, code=code, lang=lang, run_main=False,
+                                                                            level=level).verdict
     result = Verdict(verdict)
     result.lang = lang
     return result
 
 
-def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None):
+def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None, level: int | None = None):
     """A Jupyter notebook for one exercise: statement, the template cell, a check cell.
 
     ``pack``: the packs the check cell loads (absolute folders or built-in names); None for the
     built-in pack, so that ``alignlings.check`` finds the exercise wherever the notebook runs.
+    ``level``: 4 or 5, the fill-in exercise's level-4/5 notebook (``practice.levels``): its file in the
+    code cell, its statement, and a check cell that grades at that level.
     """
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+    from alignlings import i18n
+    from alignlings.practice import levels
     from alignlings.practice.grader import template_for
 
     texts = ex.texts(lang)
-    cells = [new_markdown_cell(f"# {ex.title[lang]}\n\n{texts.statement.strip()}")]
+    if level is not None:
+        level = levels.parse_level(level, ex)
+        name = i18n.t(f"practice.levels.name{level}", lang)
+        cells = [new_markdown_cell(f"# {ex.title[lang]} · {name}\n\n{levels.level_statement(ex, level, lang)}")]
+    else:
+        cells = [new_markdown_cell(f"# {ex.title[lang]}\n\n{texts.statement.strip()}")]
     if ex.kind_spec.graded_as_file:
-        template = template_for(ex, lang)
+        template = template_for(ex, lang) if level is None else levels.level_file(ex, level, lang)
         body, _, main = template.partition('\nif __name__ == "__main__":')
+        if level == 5:  # the statement is the notebook's first cell: the file's copy of it is left out
+            head, _, rest = body.partition("\n")
+            body = head + "\n" + "\n".join(line for line in rest.splitlines() if not line.startswith("#"))
         cells.append(new_code_cell(body.rstrip() + "\n"))
         names = [n for n in ex.entry] or _top_level_names(body)
         packs = f", pack={list(pack)!r}" if pack else ""
+        at = f", level={level}" if level is not None else ""
         cells.append(new_code_cell("import alignlings\n"
-                                   f"alignlings.check({ex.key!r}, {', '.join(names)}, lang={lang!r}{packs})"))
+                                   f"alignlings.check({ex.key!r}, {', '.join(names)}, lang={lang!r}{packs}{at})"))
         if main:
             cells.append(new_markdown_cell(_msg("run_main", lang)))
             cells.append(new_code_cell(textwrap.dedent(main.strip("\n")).strip() + "\n"))

@@ -4,7 +4,8 @@ Read-only queries over the progress store's tables for every learner of the clas
 query per table, not one per learner and exercise), so the teacher page and the session layer's
 ``class_report`` share them:
 
-- :func:`learner_rows`: per learner, last activity, time on task, exercises solved and when, the
+- :func:`learner_rows`: per learner, last activity, time on task, exercises solved and when (levels 4
+  and 5 apart: ``levels``, the highest level passed per exercise), the
   blanks they are failing now, their misconceptions by name, their wrong quiz, bug-or-not and
   predict choices, the predictions they made and how many were right, hints (both kinds: the
   exercise's hints and per-blank hints), solutions revealed and their last submission's code.
@@ -65,9 +66,9 @@ def track_of(course, ex) -> str:
 
 def _history(store) -> dict[str, Any]:
     """Every learner's rows, read once per table."""
-    attempts = [{k: r[k] for k in ("learner", "pack", "exercise", "passed", "created_at", "code", "verdict")}
+    attempts = [{k: r[k] for k in ("learner", "pack", "exercise", "passed", "created_at", "code", "verdict", "level")}
                 for r in store._read(
-        "SELECT learner, pack, exercise, passed, created_at, code, verdict FROM attempts WHERE learner != '' "
+        "SELECT learner, pack, exercise, passed, created_at, code, verdict, level FROM attempts WHERE learner != '' "
         "ORDER BY created_at, id")]
     events = [{k: r[k] for k in ("learner", "pack", "exercise", "kind", "created_at")} for r in store._read(
         "SELECT learner, pack, exercise, kind, created_at FROM events WHERE learner != '' ORDER BY created_at, id")]
@@ -119,9 +120,16 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
         solved: dict[str, str] = {}
         last: dict[str, dict] = {}
         misconceptions: dict[str, int] = defaultdict(int)
+        levels: dict[str, int] = {}  # exercise -> the highest of levels 4 and 5 passed (practice.levels)
         for a in mine:
             ex = by_key[(a["pack"], a["exercise"])]
             verdict = json.loads(a["verdict"]) if isinstance(a["verdict"], str) else (a["verdict"] or {})
+            if a.get("level"):  # a level is solved on its own: never the fill-in's solve or its failing blanks
+                if a["passed"]:
+                    levels[ex.key] = max(levels.get(ex.key, 0), int(a["level"]))
+                if (verdict.get("misconception") or {}).get("id"):
+                    misconceptions[f"{ex.key}: {verdict['misconception']['id']}"] += 1
+                continue
             if a["passed"] and ex.key not in solved:
                 solved[ex.key] = a["created_at"]
             last[ex.key] = {"verdict": verdict, "attempt": a}
@@ -154,6 +162,7 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
             "predictions": predictions["made"], "predictions_right": predictions["right"],
             "hints": hints,
             "revealed": revealed,
+            "levels": [{"exercise": k, "level": v} for k, v in levels.items()],
             "last_submission": ({"exercise": by_key[(latest["pack"], latest["exercise"])].key,
                                  "at": latest["created_at"], "passed": bool(latest["passed"]), "code": latest["code"]}
                                 if latest else None),

@@ -19,6 +19,11 @@ kind says which (``Kind.review_items``), how one is asked (``review_prompt``) an
   the answer brings the (cached) run's result, chart and explanation (``practice.predict``).
 - ``bug/DRILL``: a ``bug`` drill once fixed; the re-test is the buggy file again, graded as a whole
   file by the grader's sandbox (``Grader.check(key, code)``), like the drill itself.
+- ``level/EXERCISE``: the level-4 version of a fill-in exercise (``practice.levels``: write the body
+  from the signature, the docstring and the steps), graded as a whole file at level 4. It is
+  offered (:meth:`Review.level_offers`) once the learner fills the exercise reliably (its
+  ``exercise/`` item's last :data:`RELIABLE_REVIEWS` reviews right), and an attempt at level 4
+  (``alignlings check --level 4``) counts as a review of it.
 
 An item enters the schedule when the learner's history first touches it, and every later event of
 that history (a quiz answer, a cloze round, an attempt) counts as a review of it, replayed at its own
@@ -38,11 +43,12 @@ Ratings (:func:`rate`): wrong = Again, right after a hint = Hard, right = Good; 
 the learner may say it was hard or too easy (:meth:`Review.rerate`: the same log entry re-rated Hard
 or Easy, the item re-scheduled).
 
-Mastery of a concept is the mean FSRS retrievability :data:`MASTERY_HORIZON_DAYS` (30) days from
+Mastery of a concept is the weighted mean FSRS retrievability :data:`MASTERY_HORIZON_DAYS` (30) days from
 now of the items tagged with it that the learner has met: "will you still know it next month?" (right
 after a review every item's retrievability is 1, so "now" would hide a fresh lapse). Tags come from the pack: ``[concepts]`` in exercise.toml maps blank numbers to
 tags, ``concepts = [...]`` on a misconception or a quiz question (a misconception defaults to its
-blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concepts]`` table.
+blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concepts]`` table. A
+``level/`` item (writing the body) weighs ``levels.WEIGHT[4]`` (2) against 1 for every other item.
 
 Time comes from a :class:`Clock`, so tests run a learner over weeks with a :class:`FixedClock`.
 """
@@ -73,11 +79,13 @@ if TYPE_CHECKING:
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
-KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "predict")  # item kinds
+KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "predict", "level")  # item kinds
+RELIABLE_REVIEWS = 2  # an exercise item whose last reviews were this many right ones is filled reliably
 RERATINGS = {"hard": HARD, "good": GOOD, "easy": EASY}  # what a right answer may be re-rated to
 MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
 MASTERY_HORIZON_DAYS = 30
+LEVEL_WEIGHT = 2.0  # a level-4 item's weight in a concept's mastery (practice.levels.WEIGHT[4]), others 1
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
 _log = logging.getLogger("alignlings.practice")
@@ -387,6 +395,11 @@ def history_reviews(pack: Pack, part: str, sources: dict[str, list[dict]],
     pending: set[str] = set()  # misconceptions hit and not yet fixed
     for a in sources["attempts"]:
         ex_id = a["exercise"]
+        if a.get("level"):  # an attempt at level 4 or 5: a review of the level item, never of the fill-in
+            if a["level"] == 4 and f"level/{ex_id}" in items and ex_id in ids:
+                out.append(_event(f"level/{ex_id}", GOOD if a["passed"] else AGAIN, a["created_at"], a["uuid"],
+                                  "attempt"))
+            continue
         solved_key = next((k for k in (f"exercise/{ex_id}", f"bug/{ex_id}") if k in items), None)
         if ex_id not in ids or solved_key is None:
             continue
@@ -503,8 +516,27 @@ class Review:
             elif due >= horizon:
                 continue
             out.append(Due(item, due, retrievability(state["card"], now), state["n_logs"]))
+        for item in self.level_offers():  # never met: due now, nothing retained yet
+            if concept is None or concept in item.concepts:
+                out.append(Due(item, _utc(now), 0.0, 0))
         out.sort(key=(lambda d: (d.retrievability, d.due)) if concept is not None else (lambda d: (d.due, d.item.key)))
         return out[:limit] if limit else out
+
+    def level_offers(self) -> list[Item]:
+        """``level/`` items not met yet whose exercise the learner fills reliably: its ``exercise/``
+        item's last :data:`RELIABLE_REVIEWS` reviews were right (Good or Easy)."""
+        states = {(i.pack, i.key) for i, _ in self._states()}
+        out = []
+        for item, _ in self._states():
+            if item.kind != "exercise":
+                continue
+            level = self._catalog.get((item.pack, "level/" + item.key.split("/", 1)[1]))
+            if level is None or level.uid in states:
+                continue
+            logs = self.store.review_log(pack=item.pack, item=item.key)[-RELIABLE_REVIEWS:]
+            if len(logs) == RELIABLE_REVIEWS and all(r["rating"] >= GOOD for r in logs):
+                out.append(level)
+        return out
 
     def counts(self) -> dict:
         """``due`` today, ``items`` met so far, ``next``: when the first item after today comes
@@ -572,14 +604,15 @@ class Review:
                 state = states.get(uid)
                 if state is not None:
                     row["seen"] += 1
-                    row["_r"].append(retrievability(state["card"], now + timedelta(days=MASTERY_HORIZON_DAYS)))
+                    weight = LEVEL_WEIGHT if item.kind == "level" else 1.0
+                    row["_r"].append((weight, retrievability(state["card"], now + timedelta(days=MASTERY_HORIZON_DAYS))))
                     row["due"] += _utc(state["due"]) < horizon
         names = concept_names(self.pack, lang)
         out = []
         for tag, row in rows.items():
             r = row.pop("_r")
             exercise, _ = row.pop("exercise"), row.pop("kind")
-            row["mastery"] = round(sum(r) / len(r), 4) if r else None
+            row["mastery"] = round(sum(w * x for w, x in r) / sum(w for w, _ in r), 4) if r else None
             row["title"] = names.get(tag, tag)
             if r:
                 row["practise"] = f"/review?concept={tag}"
@@ -756,6 +789,43 @@ def blank_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) ->
     return BlankPrompt(**base, blank=blank, source=code, line=blanks[blank - 1].line,
                        todo=texts.blanks[blank - 1] if len(texts.blanks) >= blank else "",
                        hint=hints[0] if hints else "", variant=variant, prefill=prefill)
+
+
+@dataclass(frozen=True)
+class LevelPrompt(BugPrompt):
+    """A ``level/`` item: the exercise's level-4 file (write each body), answered as a whole file like
+    a bug drill's (``form`` "bug"); ``level`` is 4."""
+
+    level: int = 4
+
+
+def level_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) -> LevelPrompt:
+    from alignlings.practice import levels
+
+    ex = review.pack.get(item.exercise)
+    return LevelPrompt(**base, source=levels.level_file(ex, 4, lang), statement=levels.level_statement(ex, 4, lang),
+                       hint="")
+
+
+def check_level(review: Review, item: Item, answer: Any, grader: Grader, lang: str) -> dict:
+    """A ``level/`` item's answer: the whole file, graded at level 4 (``levels.check_level``)."""
+    from alignlings.practice import blanks as bl
+    from alignlings.practice import levels
+
+    if not isinstance(answer, str):
+        raise reject(answer, "the whole file (a string)")
+    if not answer.strip() or len(answer) > MAX_FILE_CHARS:
+        raise ValueError(f"answer: expected the whole file (1 to {MAX_FILE_CHARS} characters), got {len(answer)}")
+    ex = review.pack.get(item.exercise)
+    verdict = levels.check_level(grader, ex.key, answer, 4, lang=lang, run_main=False)
+    failed = [c["message"] for c in verdict["cases"] if not c["passed"]]
+    lines = ([verdict["misconception"]["message"]] if verdict.get("misconception") else []) + failed[:3]
+    if verdict.get("error"):
+        lines.insert(0, str(verdict["error"].get("message", ""))[:2000])
+    return {"correct": verdict["passed"] is True, "feedback": "\n".join(lines),
+            "expected": bl.reference(ex.solution_source, bl.find_blanks(ex.solution_source)),
+            "misconception": (verdict.get("misconception") or {}).get("id"), "repeated": False,
+            "diff": "", "failing": failed, "story": None, "wrong_fix": None}
 
 
 def fresh_inputs(review: Review, item: Item) -> int:

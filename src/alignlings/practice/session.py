@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from alignlings.practice.interview import InterviewMixin
@@ -85,6 +85,14 @@ class Checked(_Result):
     verdict: Verdict
     code: str  # what was graded (for fills: the template with them in place)
     recorded: bool
+
+
+@dataclass
+class Started(_Result):
+    key: str
+    level: int | None  # None: the exercise's own file (the fill-in template, a drill's buggy.py); else 4 or 5
+    text: str  # the file the learner starts from
+    statement: str  # the statement shown with it (at level 5, the level's own where the pack gives one)
 
 
 @dataclass
@@ -224,6 +232,8 @@ class ExerciseProgress(_Result):
     attempts: int
     hints: int
     revealed: bool
+    levels: list[int] = field(default_factory=list)  # levels 4 and 5 solved (``practice.levels``)
+    highest_level: int | None = None  # the highest level solved: 4 or 5, else the exercise's own if solved
 
 
 @dataclass
@@ -293,6 +303,14 @@ def status_of(row: dict) -> str:
     if row.get("solved"):
         return "solved"
     return "attempted" if row.get("attempts") or row.get("hints") or row.get("revealed") else "not_started"
+
+
+def highest_level(ex: Exercise, solved: bool, solved_levels: list[int]) -> int | None:
+    """The highest level reached: the highest of levels 4 and 5 solved, else the exercise's own
+    level when it is solved, else None."""
+    if solved_levels:
+        return max(solved_levels)
+    return ex.level if solved else None
 
 
 def hint_key(ex: Exercise) -> str:
@@ -402,17 +420,73 @@ class Practice(InterviewMixin):
         """Position key -> seen, wrong, right, streak of the cloze drill ({} when the store cannot be read)."""
         return dict(self._read("cloze statistics", lambda: self.store.cloze_stats(ex.id, pack=ex.pack), {}) or {})
 
+    # -- levels 4 and 5 (practice.levels) ---------------------------------------------------------------
+    def _exercise_arg(self, ex: Exercise | str) -> Exercise:
+        return self.exercise(ex) if isinstance(ex, str) else ex
+
+    def _level_arg(self, ex: Exercise, level: Any) -> int:
+        from alignlings.practice import levels
+
+        try:
+            return levels.parse_level(level, ex)
+        except levels.LevelError as exc:
+            raise UsageError("level", str(exc).removeprefix("level: ")) from None
+
+    def start(self, ex: Exercise | str, level: int | None = None, *, lang: str = "en") -> Started:
+        """The file the learner starts from: the exercise's own (``level`` None), or the level-4 or
+        level-5 file generated from the reference (``practice.levels``). Nothing is recorded."""
+        from alignlings.practice import levels
+        from alignlings.practice.grader import template_for
+
+        ex = self._exercise_arg(ex)
+        if not ex.kind_spec.graded_as_file:
+            raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item, not a file: answer it with "
+                                   f"`alignlings {ex.kind_spec.cli_answer} {ex.key}`", missing=True)
+        if level is None:
+            return Started(ex.key, None, template_for(ex, lang), ex.texts(lang).statement)
+        level = self._level_arg(ex, level)
+        return Started(ex.key, level, levels.level_file(ex, level, lang), levels.level_statement(ex, level, lang))
+
+    def levelled_exercises(self) -> list[Exercise]:
+        """The exercises that have levels 4 and 5 (every fill-in exercise), in course order."""
+        from alignlings.practice.levels import has_levels
+
+        return [ex for ex in self.course if has_levels(ex)]
+
+    def level_progress(self, ex: Exercise | str) -> dict[int, dict]:
+        """Level (4, 5) -> ``solved``, ``attempts``, ``solved_at`` of one exercise, each level on its own
+        (since the exercise's last reset); {} when nothing was tried at those levels."""
+        ex = self._exercise_arg(ex)
+        rows = self._read("level progress", lambda: self.store.level_summary(ex.pack), {}) or {}
+        return {int(k): dict(v) for k, v in (rows.get(ex.id) or {}).items()}
+
     # -- check ---------------------------------------------------------------------------------------
     def check(self, ex: Exercise, *, code: str | None = None, fills: list[str] | None = None,
-              lang: str = "en", run_main: bool = True) -> Checked:
-        """Grade a whole file (``code``) or one fill per blank (``fills``) in the sandbox and record it."""
+              lang: str = "en", run_main: bool = True, level: int | None = None) -> Checked:
+        """Grade a whole file (``code``) or one fill per blank (``fills``) in the sandbox and record it.
+        ``level`` (4 or 5), or a level the file states in its header (``levels.level_of``): the file
+        is graded at that level (``levels.check_level``) and recorded as an attempt at it."""
         if (code is None) == (fills is None):
             raise UsageError("code", "give exactly one of 'code' and 'fills'")
         if not ex.kind_spec.graded_as_file:
             raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item, not a file: answer it with "
                                    f"`alignlings {ex.kind_spec.cli_answer} {ex.key}`", missing=True)
+        if level is None and code is not None:
+            from alignlings.practice.levels import level_of
+
+            level = level_of(code)
+        if level is not None:
+            if fills is not None:
+                raise UsageError("fills", f"level {level} has no blanks: give the whole file as 'code'")
+            from alignlings.practice.levels import check_level
+
+            level = self._level_arg(ex, level)
+            assert code is not None
+            verdict: Verdict = check_level(self.grader(), ex.key, code, level, lang=lang,  # type: ignore[assignment]
+                                           run_main=run_main)
+            return Checked(verdict, code, record_safely(self.store, ex, verdict, code=code, source=self.source))
         grader = self.grader()
-        verdict: Verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
+        verdict = grader.check(ex.key, code, fills=fills, lang=lang, run_main=run_main)
         graded = code if code is not None else grader.submission(ex, fills=fills).code
         error: Any = verdict.get("error") if isinstance(verdict, dict) else None
         if isinstance(error, dict) and error.get("kind") == "stopped":
@@ -794,7 +868,7 @@ class Practice(InterviewMixin):
             raise UsageError("item", str(exc), missing=True) from None
         engine.sync()
         met = self._read("review states", lambda: self.store.review_states(pack=item.pack), {})
-        if item.key not in met:
+        if item.key not in met and not (item.kind == "level" and item in engine.level_offers()):
             raise UsageError("item", f"item: {pack_id}/{key} is not an item you have met yet", missing=True)
         return item
 
@@ -862,12 +936,19 @@ class Practice(InterviewMixin):
         for part in self.course.packs:
             pid = part.id
             by_pack[pid] = self._read("progress", lambda: self.store.summary(pid), {})
+        level_rows: dict[str, dict[str, dict]] = {}
+        for part in self.course.packs:
+            pid = part.id
+            level_rows[pid] = self._read("level progress", lambda: self.store.level_summary(pid), {}) or {}
         rows = {}
         for ex in self.course:
             r = by_pack.get(ex.pack, {}).get(ex.id, {})
+            solved_levels = sorted(int(k) for k, v in (level_rows.get(ex.pack, {}).get(ex.id) or {}).items()
+                                   if v.get("solved"))
             rows[ex.key] = ExerciseProgress(ex.key, ex.id, ex.pack, ex.kind, ex.level, dict(ex.title),
                                             bool(r.get("solved")), int(r.get("attempts", 0)),
-                                            int(r.get("hints", 0)), bool(r.get("revealed")))
+                                            int(r.get("hints", 0)), bool(r.get("revealed")), solved_levels,
+                                            highest_level(ex, bool(r.get("solved")), solved_levels))
         packs = [PackProgress(part.id, dict(part.title), sum(1 for e in rows.values() if e.pack == part.id and e.solved),
                               sum(1 for e in rows.values() if e.pack == part.id)) for part in self.course.packs]
         return Summary(packs, rows, by_pack)
@@ -929,13 +1010,17 @@ class Practice(InterviewMixin):
         many learners' attempts hit it; a few queries per pack, however many learners."""
         learners = self.store.learners()
         by_pack = {part.id: self.store.class_summaries(part.id) for part in self.course.packs}
+        level_rows = {part.id: self.store.class_level_summaries(part.id) for part in self.course.packs}
         progress = []
         for learner in learners:
             for ex in self.course:
                 row = by_pack.get(ex.pack, {}).get(learner["id"], {}).get(ex.id, {})
+                lv = level_rows.get(ex.pack, {}).get(learner["id"], {}).get(ex.id, {})
+                solved_levels = sorted(int(k) for k, v in lv.items() if v.get("solved"))
                 progress.append({"learner": learner["id"], "name": learner["name"], "exercise": ex.key,
                                  "pack": ex.pack, "status": status_of(row), "attempts": int(row.get("attempts", 0)),
-                                 "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed"))})
+                                 "hints": int(row.get("hints", 0)), "solution_seen": bool(row.get("revealed")),
+                                 "highest_level": highest_level(ex, bool(row.get("solved")), solved_levels)})
         return ClassReport(learners, progress, self._class_misconceptions(lang, {lr["id"] for lr in learners}))
 
     def _class_misconceptions(self, lang: str, learners: set[str]) -> list[dict]:
@@ -966,6 +1051,6 @@ class Practice(InterviewMixin):
         return out
 
 
-__all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer", "PredictAsk", "PredictAnswer",
+__all__ = ["Practice", "UsageError", "StoreUnavailable", "Checked", "Started", "highest_level", "Hint", "HintState", "Reveal", "Reset", "QuizRound", "QuizAnswer", "PredictAsk", "PredictAnswer",
            "ClozeDraw", "ClozeChecked", "Summary", "ExerciseProgress", "PackProgress", "ReviewQueue", "ReviewAnswer", "ReviewRated",
            "ClassReport", "status_of"]

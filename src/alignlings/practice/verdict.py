@@ -44,5 +44,7 @@ class Verdict(TypedDict, total=False):
     stdout: str
     seconds: float
     variant: int  # which draw of hidden inputs the check used (checks.fresh; 0: the exercise's own)
+    level: int  # levels 4 and 5 only (practice.levels): the level the whole file was graded at
+    misconception: dict[str, Any] | None  # levels 4 and 5: the known mistake the file's outputs match
     score: int  # quiz rounds only
     total: int  # quiz rounds only

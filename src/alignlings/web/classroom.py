@@ -412,9 +412,10 @@ def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-PROGRESS_COLUMNS = ["name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen"]
+PROGRESS_COLUMNS = ["name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen",
+                    "highest_level"]
 LEARNER_COLUMNS = ["name", "learner", "last_activity", "time_on_task_s", "solved", "failing_blanks", "misconceptions",
-                   "wrong_choices", "predictions", "predictions_right", "hints", "revealed", "last_submission"]
+                   "wrong_choices", "predictions", "predictions_right", "hints", "revealed", "last_submission", "levels"]
 EXERCISE_COLUMNS = ["track", "exercise", "pack", "title", "kind", "solved", "stuck", "median_attempts", "median_seconds",
                     "misconceptions", "blanks_wrong", "answered", "answered_right", "wrong_options"]
 MISCONCEPTION_COLUMNS = ["misconception", "exercise", "pack", "blank", "learners", "feedback"]

@@ -35,6 +35,7 @@ class CheckBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     code: str | None = Field(default=None, max_length=200_000, description="The learner's whole file.")
     fills: list[str] | None = Field(default=None, max_length=64, description="One fill per blank, in order.")
+    level: int | None = Field(default=None, ge=4, le=5, description="Grade the whole file at level 4 or 5.")
 
 
 def code_exercise(request: Request, exercise_id: str) -> Exercise:
@@ -60,6 +61,8 @@ def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[d
         get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
         if get("before_reset"):
             break
+        if get("level"):  # an attempt at level 4 or 5 (web/levels.py) is another file: the fill-in's stays
+            continue
         code = get("code")
         if code:
             found = bl.extract_fills(code, ex.solution_source, _blanks(ex))
@@ -119,7 +122,8 @@ def list_exercises(request: Request) -> list[dict]:
         row = rows[ex.key]
         out.append({"id": ex.id, "key": ex.key, "pack": ex.pack, "kind": ex.kind, "level": ex.level, "title": ex.title.get(lang, ex.id),
                     "cloze": ex.cloze, "solved": row.solved, "attempts": row.attempts, "hints": row.hints,
-                    "revealed": row.revealed, "url": f"/exercises/{ex.key}"})
+                    "revealed": row.revealed, "levels": row.levels, "highest_level": row.highest_level,
+                    "url": f"/exercises/{ex.key}"})
     return out
 
 
@@ -164,8 +168,10 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         from alignlings.practice.sandbox import STOP
 
         STOP.set(stop)  # this worker's context: the page's "Stop" ends the jobs of this check
-        checked = session.check(ex, code=body.code, fills=body.fills, lang=lang)
+        checked = call(lambda: session.check(ex, code=body.code, fills=body.fills, lang=lang, level=body.level))
         verdict: Any = checked.verdict
+        if verdict.get("level"):  # graded at level 4 or 5 (web/levels.py): the verdict as it is
+            return verdict
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
             return web_verdict.file_for_web(verdict, lang=lang) if ex.kind_spec.web_whole_file else verdict
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
@@ -234,6 +240,11 @@ def reset_exercise(request: Request, exercise_id: str) -> dict:
     return {"exercise": done.exercise, "recorded": done.recorded}
 
 
+def row_levels(row: Any) -> dict[int, dict]:
+    """An exercise's progress row's solved levels as ``switch`` reads them."""
+    return {n: {"solved": True} for n in getattr(row, "levels", [])}
+
+
 def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> str:
     """The reference fills, one per TODO (what goes in each box, not the whole file)."""
     items = []
@@ -252,6 +263,10 @@ def exercise_page(request: Request, exercise_id: str):
     own_page = PAGES.get(ex.kind_spec.web_page or "")  # a drill or quiz opens on its kind's own page
     if own_page is not None:
         return own_page(request, ex)
+    from alignlings.web import levels as web_levels
+
+    if request.query_params.get("level"):  # levels 4 and 5: write the body, or from the statement
+        return web_levels.level_page(request, ex, request.query_params["level"])
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)
     hints = [render.inline_markdown(h) for h in texts.hints[:taken]]
@@ -274,6 +289,7 @@ def exercise_page(request: Request, exercise_id: str):
     for m in marks:
         m["message_html"] = render.inline_markdown(m["message"]) if "$" in m["message"] else html.escape(m["message"])
     return render_page(request, ex.kind_spec.template, nav="home", ex=ex, title=ex.title.get(lang, ex.id),
+                       lv=web_levels.strings(lang), levels=web_levels.switch(ex, lang, None, row_levels(row)),
                        statement_html=render.markdown(web_statement(texts.statement)),
                        code_html=template_html(ex, lang, fills),
                        hints=hints, hints_total=len(texts.hints), solved=row.solved,

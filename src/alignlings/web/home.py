@@ -32,7 +32,7 @@ def groups(request: Request) -> list[dict]:
                 row = progress[key]
                 rows.append({"id": key, "title": ex.title.get(lang, ex.id), "kind": ex.kind, "kind_label": ex.kind_spec.label.get(lang, ex.kind), "level": ex.level,
                              "solved": row.solved, "attempts": row.attempts, "hints": row.hints,
-                             "revealed": row.revealed})
+                             "revealed": row.revealed, "levels": row.levels})
             needs = [pack.track(r).title.get(lang, r) for r in track.requires]
             title = part.title if track.implicit and len(part.tracks) == 1 else track.title
             tracks.append({"id": track.key, "title": title.get(lang, track.id), "rows": rows,

@@ -93,7 +93,7 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     lang, session = lang_of(request), practice(request)
     item = call(session.review_item, body.pack, body.item)  # 404 unless the learner has met it
     value: Any = body.answer
-    if item.kind == "bug":  # a whole file
+    if item.kind in ("bug", "level"):  # a whole file
         if isinstance(value, str) and len(value) > rv.MAX_FILE_CHARS:
             raise HTTPException(422, f"answer: at most {rv.MAX_FILE_CHARS} characters for a file")
     elif isinstance(value, str) and len(value) > MAX_ANSWER_CHARS or isinstance(value, dict) and (

@@ -1,7 +1,8 @@
 """The fill-in exercise (``kind = "code"``): a template with blanks, graded as a file by the grader;
 ``dev check`` runs its solution and each misconception (``practice.devcheck``).
 
-In spaced review it brings ``exercise/ID`` (its hardest blank for this learner), one
+In spaced review it brings ``exercise/ID`` (its hardest blank for this learner), ``level/ID`` (its
+level-4 file, offered once the exercise is filled reliably), one
 ``misconception/ID/M`` per known misconception (the blank where it was made) and, with a cloze
 snippet, one ``cloze/ID/LINE`` per line worth recalling (``practice.review``)."""
 
@@ -42,6 +43,7 @@ class Fill(Kind):
         miscs = rv.misconception_concepts(ex)
         items += [rv.Item(f"misconception/{ex.id}/{m.id}", "misconception", ex.pack, ex.key, miscs[m.id],
                        blank=m.blank, misconception=m.id) for m in ex.misconceptions]
+        items.append(rv.Item(f"level/{ex.id}", "level", ex.pack, ex.key, items[0].concepts))  # write the body
         if ex.cloze:
             blank_at = {b.line: b.index for b in blanks}
             items += [rv.Item(f"cloze/{ex.id}/{line}", "cloze", ex.pack, ex.key,
@@ -51,6 +53,8 @@ class Fill(Kind):
     def review_prompt(self, rv, review, item, base, lang):
         if item.kind == "cloze":  # the item kinds this exercise kind brings (not exercise kinds)
             return rv.cloze_prompt(review, item, base, lang)
+        if item.kind == "level":
+            return rv.level_prompt(review, item, base, lang)
         return rv.blank_prompt(review, item, base, lang)
 
     def review_check(self, rv, review, item, answer, grader, lang):
@@ -58,6 +62,8 @@ class Fill(Kind):
             raise ValueError("grader: a code item is graded in the sandbox; pass a Grader")
         if item.kind == "cloze":
             return rv.check_cloze(review, item, answer, grader, lang)
+        if item.kind == "level":
+            return rv.check_level(review, item, answer, grader, lang)
         return rv.check_blank(review, item, answer, grader, lang)
 
     def review_withholds(self, item):

@@ -365,7 +365,13 @@ def _v8(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+def _v9(db: sqlite3.Connection) -> None:
+    """Levels 4 and 5 (``practice.levels``): the level an attempt was graded at, 0 for the
+    exercise's own (fill-in, drill, quiz); each level is solved on its own."""
+    _script(db, "ALTER TABLE attempts ADD COLUMN level INTEGER NOT NULL DEFAULT 0")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -398,13 +404,22 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
 
 
 _TABLES = {
-    "attempts": ("uuid", "pack", "exercise", "passed", "created_at", "code", "verdict", "source"),
+    "attempts": ("uuid", "pack", "exercise", "passed", "created_at", "code", "verdict", "source", "level"),
     "events": ("uuid", "pack", "exercise", "kind", "created_at"),
     "quiz_answers": ("uuid", "pack", "question_id", "choice", "correct", "created_at"),
     "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
     "review_log": ("uuid", "pack", "item", "rating", "reviewed_at", "source", "duration_ms", "answer"),
 }
-REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz", "bug")  # an item key is "KIND/..." (practice.review)
+REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "level")  # an item key is "KIND/..." (practice.review)
+
+
+ATTEMPT_LEVELS = (4, 5)  # practice.levels.LEVELS; an attempt at the exercise's own level is 0
+
+
+def attempt_level(verdict: Any) -> int:
+    """The level a verdict was graded at (``practice.levels``): 4 or 5, else 0 (the exercise's own)."""
+    level = verdict.get("level") if isinstance(verdict, dict) else None
+    return level if isinstance(level, int) and not isinstance(level, bool) and level in ATTEMPT_LEVELS else 0
 
 
 def _pack(pack: Any) -> str:

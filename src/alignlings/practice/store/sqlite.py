@@ -28,6 +28,7 @@ from alignlings.practice.store.postgres import _PgConnection, is_database_url, p
 from alignlings.practice.store.schema import (
     _TABLES,
     DEFAULT_PACK,
+    attempt_level,
     HINT,
     RESET,
     REVEAL,
@@ -497,14 +498,15 @@ class ProgressStore:
                        pack: str = DEFAULT_PACK) -> int:
         """Store one graded attempt; returns its row id."""
         passed = bool(verdict.get("passed"))
+        level = attempt_level(verdict)  # 4 or 5: graded at that level (practice.levels), solved on its own
         text = json.dumps(verdict, ensure_ascii=False, default=str)
         pack = _pack(pack)
 
         def insert(db):
             return insert_returning_id(
-                db, "INSERT INTO attempts (uuid, learner, pack, exercise, passed, created_at, code, verdict, source) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (str(uuidlib.uuid4()), self.learner, pack, exercise, int(passed), utcnow(), code, text, source))
+                db, "INSERT INTO attempts (uuid, learner, pack, exercise, passed, created_at, code, verdict, source, "
+                "level) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (str(uuidlib.uuid4()), self.learner, pack, exercise, int(passed), utcnow(), code, text, source, level))
 
         return self._write(insert)
 
@@ -512,12 +514,12 @@ class ProgressStore:
         """Every attempt at the exercise, oldest first, including those before a reset
         (``before_reset`` is True for them; ``reset_at`` is the last reset or None)."""
         reset_at = self._reset_at(exercise, pack)
-        rows = self._read("SELECT id, uuid, passed, created_at, code, verdict, source FROM attempts "
+        rows = self._read("SELECT id, uuid, passed, created_at, code, verdict, source, level FROM attempts "
                           "WHERE learner = ? AND pack = ? AND exercise = ? ORDER BY created_at, id",
                           (self.learner, _pack(pack), exercise))
         return [{"id": r["id"], "uuid": r["uuid"], "passed": bool(r["passed"]), "created_at": r["created_at"],
                  "code": r["code"], "verdict": json.loads(r["verdict"]), "source": r["source"],
-                 "before_reset": bool(reset_at) and r["created_at"] <= reset_at, "reset_at": reset_at or None}
+                 "level": int(r["level"] or 0), "before_reset": bool(reset_at) and r["created_at"] <= reset_at, "reset_at": reset_at or None}
                 for r in rows]
 
     # -- hints and solutions -------------------------------------------------------------------
@@ -716,14 +718,14 @@ class ProgressStore:
             "SELECT uuid, snippet, key, correct, created_at FROM cloze_results WHERE learner = ? AND pack = ? "
             "ORDER BY created_at, id", (self.learner, pack))]
         attempts = []
-        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict FROM attempts WHERE learner = ? "
+        for r in self._read("SELECT uuid, exercise, passed, created_at, verdict, level FROM attempts WHERE learner = ? "
                             "AND pack = ? ORDER BY created_at, id", (self.learner, pack)):
             try:
                 blanks = json.loads(r["verdict"]).get("blanks") or []
             except (ValueError, AttributeError):
                 blanks = []
             attempts.append({"uuid": r["uuid"], "exercise": r["exercise"], "passed": bool(r["passed"]),
-                             "created_at": r["created_at"],
+                             "created_at": r["created_at"], "level": int(r["level"] or 0),
                              "blanks": [{"index": b.get("index"), "passed": b.get("passed"),
                                          "misconception": b.get("misconception")}
                                         for b in blanks if isinstance(b, dict)]})
@@ -772,6 +774,32 @@ class ProgressStore:
                                     "misconception": b.get("misconception")} for b in blanks if isinstance(b, dict)]})
         return out
 
+    def level_summary(self, pack: str = DEFAULT_PACK) -> dict[str, dict[int, dict]]:
+        """exercise -> level (4, 5) -> ``solved``, ``attempts``, ``solved_at``: the attempts graded at
+        levels 4 and 5 (``practice.levels``), each level on its own, since the exercise's last reset."""
+        return self._level_summaries(_pack(pack), self.learner).get(self.learner, {})
+
+    def class_level_summaries(self, pack: str = DEFAULT_PACK) -> dict[str, dict[str, dict[int, dict]]]:
+        """learner id -> :meth:`level_summary` of that learner, for every learner at once."""
+        return self._level_summaries(_pack(pack), None)
+
+    def _level_summaries(self, pack: str, learner: str | None) -> dict[str, dict[str, dict[int, dict]]]:
+        where, args = ("learner = ? AND pack = ?", (learner, pack)) if learner is not None else ("pack = ?", (pack,))
+        resets = {(r[0], r[1]): r[2] for r in self._read(
+            f"SELECT learner, exercise, MAX(created_at) FROM events WHERE {where} AND kind = ? "
+            "GROUP BY learner, exercise", (*args, RESET))}
+        out: dict[str, dict[str, dict[int, dict]]] = {}
+        for r in self._read(f"SELECT learner, exercise, level, passed, created_at FROM attempts WHERE {where} "
+                            "AND level > 0 ORDER BY created_at, id", args):
+            if r["created_at"] <= resets.get((r["learner"], r["exercise"]), ""):
+                continue
+            e = out.setdefault(r["learner"], {}).setdefault(r["exercise"], {}).setdefault(
+                int(r["level"]), {"solved": False, "attempts": 0, "solved_at": None})
+            e["attempts"] += 1
+            if r["passed"] and not e["solved"]:
+                e["solved"], e["solved_at"] = True, r["created_at"]
+        return out
+
     def _summaries(self, pack: str, learner: str | None) -> dict[str, dict[str, dict]]:
         where, args = ("learner = ? AND pack = ?", (learner, pack)) if learner is not None else ("pack = ?", (pack,))
         resets = {(r[0], r[1]): r[2] for r in self._read(
@@ -785,7 +813,7 @@ class ProgressStore:
                 "last_attempt_at": None})
 
         for r in self._read(f"SELECT learner, exercise, passed, created_at FROM attempts WHERE {where} "
-                            "ORDER BY created_at, id", args):
+                            "AND level = 0 ORDER BY created_at, id", args):
             e = entry(r["learner"], r["exercise"])
             if r["created_at"] <= resets.get((r["learner"], r["exercise"]), ""):
                 continue

@@ -9,7 +9,8 @@ import uuid as uuidlib
 from collections.abc import Collection
 from typing import Any
 
-from alignlings.practice.store.schema import _TABLES, DEFAULT_PACK, EVENT_KINDS, REVIEW_KINDS, _pack, _utc_iso
+from alignlings.practice.store.schema import (_TABLES, DEFAULT_PACK, EVENT_KINDS, REVIEW_KINDS, _pack, _utc_iso,
+                                             attempt_level)
 
 EXPORT_FORMAT = "alignlings-progress"
 EXPORT_VERSION = 3  # 2: rows carry "pack"; 3: "review_log" (spaced review); older files import as before
@@ -119,6 +120,7 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
             "passed": int(_field(r, "passed", bool, w)), "created_at": _utc_iso(r.get("created_at"), w + ".created_at"),
             "code": _field(r, "code", str, w), "verdict": json.dumps(verdict, ensure_ascii=False),
             "source": _field(r, "source", str, w) if "source" in r else "cli",
+            "level": attempt_level(verdict),
         })
     for i, r in enumerate(_rows(data, "events")):
         w = f"events[{i}]"
