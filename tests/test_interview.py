@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from alignlings.cli.app import app as cli_app
 from alignlings.practice import interview as iv
+from alignlings.practice import levels
 from alignlings.practice import questionbank
 from alignlings.practice.pack import default_pack_paths, load_pack
 from alignlings.practice.session import Locked, Practice, UsageError
@@ -28,16 +29,34 @@ class FakeGrader:
 
     def check(self, key, code=None, *, fills=None, lang="en", run_main=True, **kw):
         ex = COURSE.exercises[key]
-        passed = code is not None and code.strip() == ex.kind_spec.solution_file(ex, lang).strip()
+        passed = bool(code) and code.strip() == ex.kind_spec.solution_file(ex, lang).strip()
         cases = [{"name": "visible", "label": {"en": "the spec's example", "zh": "题目中的例子"}, "kind": "visible",
                   "passed": passed, "message": "" if passed else "your output differs", "misconception": None}]
         return {"exercise": key, "passed": passed, "blanks": [], "cases": cases, "error": None}
+
+    def level(self, grader, key, code, level, *, lang="en", run_main=True, variant=None):
+        """``levels.check_level`` for this fake: passes when the file is the reference at that level."""
+        ex = COURSE.exercises[key]
+        verdict = self.check(key, code.strip() == levels.reference_at(ex, level).strip() and
+                             ex.kind_spec.solution_file(ex, lang))
+        return {**verdict, "level": level, "misconception": None}
 
     def submission(self, ex, fills):  # pragma: no cover - only files are sent here
         raise AssertionError
 
     def close(self):
         pass
+
+
+@pytest.fixture(autouse=True)
+def fake_level_checks(monkeypatch):
+    fake = FakeGrader()
+    monkeypatch.setattr(levels, "check_level", fake.level)
+
+
+def written(ex, item):
+    """The right answer to a file item: the reference at the item's level (or a drill's fixed file)."""
+    return levels.reference_at(ex, item["level"]) if item["level"] else ex.kind_spec.solution_file(ex, "en")
 
 
 @pytest.fixture()
@@ -102,19 +121,21 @@ def test_an_interview_refuses_help_records_answers_and_reports(practice):
     # a file: wrong first, then the reference (the last submission counts)
     first = practice.interview_answer(1, code=items[1]["start"])
     assert first["passed"] is False and "1 of 1" in first["summary"]
-    right = practice.interview_answer(1, code=write_ex.kind_spec.solution_file(write_ex, "en"))
+    right = practice.interview_answer(1, code=written(write_ex, items[1]))
     assert right["passed"] is True
     rep = practice.interview_finish()
     assert (rep["right"], rep["total"]) == (2, 4)
     by = {r["index"]: r for r in rep["items"]}
     assert by[0]["correct"] and by[1]["correct"] and not by[3]["correct"] and not by[2]["answered"]
     assert by[3]["feedback"] and by[3]["misconceptions"]  # why the chosen option is wrong
-    assert rep["review_next"] == [f"bug/{items[2]['exercise']}", f"predict/{items[3]['question']}"]
+    # the wrong prediction is in spaced review; the unanswered bug is to practise again
+    assert rep["review_next"] == [f"predict/{items[3]['question']}"]
+    assert rep["practise_next"] == [f"alignlings start {items[2]['exercise']}"]
     # recorded where it always is: the quiz answers and the attempts (so review picks them up)
     assert items[0]["question"] in practice.quiz_answers(iv.question_of(COURSE, items[0])[0])
     assert any(a["passed"] for a in practice.attempts(write_ex))
     practice._review = None  # a fresh review engine reads the new history
-    assert practice.review_counts()["items"] >= 3  # the two answers and the solved exercise are scheduled
+    assert practice.review_counts()["items"] >= 2  # the two answers are scheduled
     # over: help comes back, answers are refused
     practice.hint(write_ex)
     with pytest.raises(UsageError, match="no interview"):
@@ -129,7 +150,7 @@ def test_the_clock_ends_an_interview_for_every_interface(practice, monkeypatch):
     with pytest.raises(UsageError):
         practice.interview_answer(0, choice=0)
     rep = practice.interview_report()
-    assert rep["finished_at"] and rep["right"] == 0 and len(rep["review_next"]) == 2
+    assert rep["finished_at"] and rep["right"] == 0 and len(rep["practise_next"]) == 2 and not rep["review_next"]
 
 
 def test_the_cli_runs_a_three_item_interview_and_reports(tmp_path, monkeypatch):
@@ -144,16 +165,16 @@ def test_the_cli_runs_a_three_item_interview_and_reports(tmp_path, monkeypatch):
     r = runner.invoke(cli_app, ["interview", "--seed", "21", "--items", "3", "--lang", "en"], input=f"{letter}\nq\n")
     assert r.exit_code == 0, r.output
     assert "3 items" in r.output and "Paused" in r.output
-    written = next((tmp_path / "ws" / "interview").glob("*/2-*.py"))
-    assert "def " in written.read_text()
+    path = next((tmp_path / "ws" / "interview").glob("*/2-*.py"))
+    assert f"level {items[1]['level']}" in path.read_text().splitlines()[0]  # the level file, its header first
     ex = COURSE.exercises[items[1]["exercise"]]
-    written.write_text(ex.kind_spec.solution_file(ex, "en"))
+    path.write_text(written(ex, items[1]))
     r = runner.invoke(cli_app, ["interview", "--lang", "en"], input="\nn\n")  # submit the file, skip the bug
     assert r.exit_code == 0, r.output
     assert "Every case passes" in r.output
     assert "Interview report: 2/3 right" in r.output
-    assert f"bug/{items[2]['exercise']}" in r.output and "alignlings review" in r.output
-    assert written.read_text() == ex.kind_spec.solution_file(ex, "en")  # never overwritten
+    assert f"alignlings start {items[2]['exercise']}" in r.output and "Practise again" in r.output
+    assert path.read_text() == written(ex, items[1])  # never overwritten
     r = runner.invoke(cli_app, ["interview", "--report", "--lang", "zh"])
     assert r.exit_code == 0 and "面试报告：答对 2/3" in r.output, r.output
     r = runner.invoke(cli_app, ["interview", "--minutes", "0"])

@@ -146,3 +146,7 @@ def _print_report(out, rep: dict, lang: str) -> None:
                 out.print(_m("misconceptions", lang, names=", ".join(r["misconceptions"])))
     if rep["review_next"]:
         out.print("\n" + _m("review_next", lang, items=", ".join(rep["review_next"])))
+    if rep["practise_next"]:
+        out.print(_m("practise_next", lang))
+        for command in rep["practise_next"]:
+            out.print(f"  {command}")

@@ -96,7 +96,9 @@ def _plan(n: int) -> list[str]:
 def writable(ex: Exercise) -> bool:
     """An exercise that can be asked at levels 4 and 5: a fill-in exercise whose reference has a
     function to write (a toy training run is a task, not an interview question)."""
-    return ex.kind_spec.has_blanks and ex.timeout <= 15
+    from alignlings.practice import levels
+
+    return levels.has_levels(ex) and ex.timeout <= 15
 
 
 def _candidates(slot: str, course: Pack, keys: list[str]) -> list[tuple[str, str | None]]:
@@ -234,12 +236,29 @@ def review_key(item: dict, course: Pack) -> str | None:
         return f"{'predict' if ex.kind_spec.first_answer_counts else 'quiz'}/{item['question']}"
     if item["slot"] == "bug":
         return f"bug/{ex.id}"
-    return f"exercise/{ex.id}"
+    return f"level/{ex.id}" if item["level"] else f"exercise/{ex.id}"
 
 
-def report(state: dict, course: Pack, lang: str) -> dict:
+def practise_command(item: dict, course: Pack) -> str:
+    """The command that practises an item again outside an interview."""
+    key = item["exercise"]
+    if key.startswith(BANK):
+        return f"alignlings interview --track {key.removeprefix(BANK)}"
+    ex = course.exercises.get(key)
+    if ex is None:
+        return "alignlings list"
+    if item["level"]:
+        return f"alignlings start {ex.key} --level {item['level']}"
+    if item["question"]:
+        return f"alignlings predict {ex.key}" if ex.kind_spec.first_answer_counts else f"alignlings quiz {ex.key}"
+    return f"alignlings start {ex.key}"
+
+
+def report(state: dict, course: Pack, lang: str, met: set[tuple[str, str]] | None = None) -> dict:
     """The interview's report: each item with its verdict, feedback, misconceptions and time; the
-    score; and what to review next (the items answered wrong or left unanswered)."""
+    score; what is now in the learner's spaced review (``review_next``: the items answered wrong or
+    left unanswered that have a schedule; ``met`` says which, None: all) and what to practise again
+    (``practise_next``: the others, each with its command)."""
     spent = time_spent(state)
     rows = []
     for i, item in enumerate(state["items"]):
@@ -253,11 +272,28 @@ def report(state: dict, course: Pack, lang: str) -> dict:
             "seconds": spent.get(i), "review": review_key(item, course),
         })
     right = sum(1 for r in rows if r["correct"])
-    to_review = [r["review"] for r in rows if not r["correct"] and r["review"]]
+    to_review, to_practise = [], []
+    for item, r in zip(state["items"], rows, strict=True):
+        if r["correct"]:
+            continue
+        if r["review"] and (met is None or (_pack_of(item, course), r["review"]) in met):
+            to_review.append(r["review"])
+        else:
+            to_practise.append(practise_command(item, course))
     return {"id": state["id"], "seed": state["seed"], "minutes": state["minutes"], "track": state["track"],
             "assignment": state.get("assignment"), "started_at": state["started_at"],
             "finished_at": state.get("finished_at"), "items": rows, "right": right, "total": len(rows),
-            "review_next": list(dict.fromkeys(to_review))}
+            "review_next": list(dict.fromkeys(to_review)), "practise_next": list(dict.fromkeys(to_practise))}
+
+
+def _pack_of(item: dict, course: Pack) -> str:
+    if item["question"]:
+        try:
+            return question_of(course, item)[0]
+        except ValueError:
+            return ""
+    ex = course.exercises.get(item["exercise"])
+    return ex.pack if ex else ""
 
 
 def item_title(item: dict, course: Pack, lang: str) -> str:
@@ -436,7 +472,8 @@ class InterviewMixin:
             if choice is not None or not isinstance(code, str):
                 raise InterviewError("code", text(lang, "answer_kind", n=index + 1, what=text(lang, "a_file")))
             ex = self.course.exercises[item["exercise"]]
-            checked = self.check(ex, code=code, lang=lang)  # type: ignore[attr-defined]
+            level = item["level"] if not ex.kind_spec.starts_from_buggy_file else None
+            checked = self.check(ex, code=code, lang=lang, level=level)  # type: ignore[attr-defined]
             verdict = checked.verdict
             entry = {"answer": code, "correct": bool(verdict["passed"]),
                      "feedback": {lg: _verdict_feedback(verdict, lg) for lg in _TEXT},
@@ -456,10 +493,10 @@ class InterviewMixin:
             state = self._interview_load(last) if isinstance(last, str) else None
             if state is None:
                 raise InterviewError("interview", text(lang, "no_interview"))
-            return report(state, self.course, lang)
+            return report(state, self.course, lang, self._interview_met())
         state["finished_at"] = iso(self._interview_now())
         self._interview_save(state)
-        return report(state, self.course, lang)
+        return report(state, self.course, lang, self._interview_met())
 
     def interview_report(self, interview_id: str | None = None, lang: str = "en") -> dict:
         """The report of one interview (default: the latest); an interview still running has none."""
@@ -474,12 +511,19 @@ class InterviewMixin:
         if not state.get("finished_at"):
             state["finished_at"] = state["deadline"]
             self._interview_save(state)
-        return report(state, self.course, lang)
+        return report(state, self.course, lang, self._interview_met())
+
+    def _interview_met(self) -> set[tuple[str, str]]:
+        """(pack, review item) of every item in this learner's review schedule, brought up to date."""
+        self.review().sync()  # type: ignore[attr-defined]
+        return {(part.id, key) for part in self.course.packs
+                for key in (self.store.review_states(pack=part.id) or {})}
 
     def interview_history(self, lang: str = "en") -> list[dict]:
         """Every finished interview of this learner, newest first, as reports."""
         self.interview_current()  # finishes one whose clock ran out
-        return [report(s, self.course, lang) for s in self._own_interviews() if s.get("finished_at")]
+        met = self._interview_met()
+        return [report(s, self.course, lang, met) for s in self._own_interviews() if s.get("finished_at")]
 
     def _own_interviews(self) -> list[dict]:
         me = getattr(self.store, "learner", "")
@@ -525,6 +569,9 @@ def _label(case: dict, lang: str) -> str:
 
 def _verdict_feedback(verdict: dict, lang: str) -> str:
     lines = [_verdict_summary(verdict, lang)]
+    whole = verdict.get("misconception")
+    if isinstance(whole, dict) and whole.get("message"):
+        lines.append(str(whole["message"]))
     for b in verdict.get("blanks") or []:
         if not b.get("passed") and b.get("message"):
             lines.append(str(b["message"]))
@@ -537,6 +584,9 @@ def _verdict_feedback(verdict: dict, lang: str) -> str:
 def _verdict_misconceptions(ex: Exercise, verdict: dict) -> list[str]:
     named = [str(b["misconception"]) for b in verdict.get("blanks") or [] if b.get("misconception")]
     named += [str(c["misconception"]) for c in verdict.get("cases") or [] if c.get("misconception")]
+    whole = verdict.get("misconception")  # a level-4/5 file whose outputs match a known mistake
+    if isinstance(whole, dict) and whole.get("id"):
+        named.append(str(whole["id"]))
     return list(dict.fromkeys(named))
 
 
@@ -544,9 +594,9 @@ def interview_file(ex: Exercise, item: dict, lang: str) -> str:
     """The file a file item starts from: the exercise at its level, or a bug drill's buggy file."""
     if ex.kind_spec.starts_from_buggy_file:
         return ex.kind_spec.learner_file(ex, lang)
-    from alignlings.practice.grader import template_for  # MERGE: the level-4/5 template
+    from alignlings.practice import levels
 
-    return template_for(ex, lang)
+    return levels.level_file(ex, int(item["level"] or 4), lang)
 
 
 # -- the teacher's side ------------------------------------------------------------------------------
