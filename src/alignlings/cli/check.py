@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, exercise_file, open_exercise,
+from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, exercise_file, open_exercise, usage,
                                    pack_args, saved, store)
 
 
@@ -48,7 +48,7 @@ def check(
     _, code = read_submission(ex.key, file, pack_args(pack))
     from alignlings.practice.session import Practice
 
-    with Grader(p) as grader:
+    with Grader(p) as grader, usage():  # a locked track: the session's refusal, as a usage error
         checked = Practice(store(), p, grader, source="cli").check(ex, code=code, lang=lang)
     verdict: Any = checked.verdict
     if as_json:

@@ -25,17 +25,23 @@ write to the progress store or decide a rule themselves. The rules that live her
   result says ``recorded=False``. Grading and recording are separate steps, so a store error is
   never reported as a grader failure.
 
+Every learner action on an exercise passes one gate (:func:`gated`): who is asking (the store's
+learner) -> may they (a track the teacher locked refuses with :class:`Locked` and its reason) -> the
+action -> its record. Interfaces never decide it: the CLI, the web app and notebooks get the same
+refusal.
+
 Bad input raises :class:`UsageError` (a ``ValueError`` naming the argument); the CLI turns it into a
 usage error, the web app into 404 (``missing``) or 422.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from alignlings.practice.pack import Exercise, Pack, PackError, QuizQuestion
 from alignlings.practice.service import STORE_ERRORS, quiz_round_verdict, record_safely
@@ -63,6 +69,23 @@ class Locked(UsageError):
         super().__init__("ID", reason)
 
 
+_Action = TypeVar("_Action", bound=Callable[..., Any])
+
+
+def gated(action: _Action) -> _Action:
+    """The gate of a learner action on one exercise (the method's first argument): who is asking
+    (this session's store and its learner) -> may they (the exercise's track is not locked for them;
+    else :class:`Locked` with the reason, in the action's ``lang``) -> the action, which records what
+    it did. Every action a learner can take on an exercise is a method wearing it."""
+    @functools.wraps(action)
+    def gate(self: Practice, ex: Exercise, *args: Any, **kwargs: Any) -> Any:
+        self._refuse_if_locked(ex, kwargs.get("lang", "en"))
+        return action(self, ex, *args, **kwargs)
+
+    gate.gated = True  # type: ignore[attr-defined]  # tests list the gated actions
+    return cast(_Action, gate)
+
+
 class StoreUnavailable(RuntimeError):
     """What only the store can do (an import) could not be done now: it cannot be written."""
 
@@ -72,6 +95,15 @@ class StoreUnavailable(RuntimeError):
 class _Result:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass
+class BugDiff(_Result):
+    exercise: str
+    changes: str
+    hunks: list[dict]
+    changed_lines: list[int]
+    diff: str
 
 
 @dataclass
@@ -388,6 +420,7 @@ class Practice:
         return dict(self._read("cloze statistics", lambda: self.store.cloze_stats(ex.id, pack=ex.pack), {}) or {})
 
     # -- check ---------------------------------------------------------------------------------------
+    @gated
     def check(self, ex: Exercise, *, code: str | None = None, fills: list[str] | None = None,
               lang: str = "en", run_main: bool = True) -> Checked:
         """Grade a whole file (``code``) or one fill per blank (``fills``) in the sandbox and record it."""
@@ -403,6 +436,7 @@ class Practice:
         return Checked(verdict, graded, recorded)
 
     # -- hints -----------------------------------------------------------------------------------------
+    @gated
     def hint(self, ex: Exercise, blank: int | None = None, *, lang: str = "en") -> Hint:
         """The next hint: the exercise's own (a nudge first, the formula last), or with ``blank`` the
         next one about that blank. Past the last, the last again (nothing recorded)."""
@@ -445,6 +479,7 @@ class Practice:
         return HintState(taken(hint_key(ex)), {n: k for n, k in per_blank.items() if k})
 
     # -- the solution --------------------------------------------------------------------------------
+    @gated
     def reveal(self, ex: Exercise, *, lang: str = "en") -> Reveal:
         """The reference solution, each blank's fill and the explanation; recorded as revealed."""
         from alignlings.practice.grader import solution_for
@@ -509,6 +544,7 @@ class Practice:
         right = sum(1 for q in ex.quiz if q.id in latest and latest[q.id].get("correct"))
         return QuizRound(ex.key, answered, right, len(ex.quiz))
 
+    @gated
     def quiz_answer(self, ex: Exercise, q: QuizQuestion, choice: int, *, lang: str = "en") -> QuizAnswer:
         """Record an answer; every option explained; the last question closes the round (recorded as
         one attempt)."""
@@ -607,6 +643,7 @@ class Practice:
         return [PredictAsk(ex.key, q.id, intro, q.question.get(lang, ""), [o.text.get(lang, "") for o in q.options],
                            q.id in answered) for q in ex.predict]
 
+    @gated
     def predict_answer(self, ex: Exercise, question_id: str, choice: int, *, lang: str = "en") -> PredictAnswer:
         """Commit a prediction, then run the variant (or take its cached run) and show the result.
 
@@ -618,13 +655,26 @@ class Practice:
 
         q = self._predict_question(ex, question_id)
         ex = self.predict_exercise(ex.key)
-        self._refuse_if_locked(ex, lang)  # a track locked for this learner refuses it, like a quiz answer
         correct, _, _, score, recorded = self._record_choice(ex, ex.predict, q, choice, f"a prediction on {q.id}")
         run = measured(ex, q, lang)
         options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
         return PredictAnswer(ex.key, q.id, choice, q.answer, correct, q.options[choice].why.get(lang, ""), options,
                              run["result_text"], run["values"], run["series"], run["chart"], run["explanation"],
                              run["run_error"], run["cached"], score, recorded)
+
+    # -- the spot-the-bug drill ------------------------------------------------------------------------
+    @gated
+    def bug_diff(self, ex: Exercise, code: str, *, lang: str = "en") -> BugDiff:
+        """The learner's change against buggy.py (nothing graded or recorded): ``changes`` (one
+        sentence), ``hunks``, ``changed_lines`` and ``diff`` (unified text)."""
+        from alignlings.practice import bugdrill
+
+        if ex.kind_spec.name != "bug":
+            raise UsageError("ID", f"{ex.key!r} is not a spot-the-bug drill", missing=True)
+        hunks = bugdrill.changes(ex.buggy_source, code)
+        return BugDiff(ex.key, bugdrill.describe_changes(hunks, lang), hunks,
+                       sorted({n for h in hunks if h["new"] for n in range(h["new"][0], h["new"][1] + 1)}),
+                       bugdrill.unified_diff(ex.buggy_source, code))
 
     # -- the cloze drill -------------------------------------------------------------------------------
     def cloze_exercise(self, exercise_id: str) -> Exercise:
@@ -639,16 +689,17 @@ class Practice:
         row = self._row(ex)
         return ex.kind_spec.graded_as_file and not row.get("solved") and not row.get("revealed")
 
+    @gated
     def cloze_open(self, ex: Exercise, *, lang: str = "en") -> bool:
         """Open the drill: the solution counts as seen when it was not yet; True when it now is.
         Refused (``Locked``) on a track locked for this learner, like a check or a hint."""
-        self._refuse_if_locked(ex, lang)
         if not self.cloze_reveals(ex):
             return False
         self._safely(f"the reveal of {ex.key} by its cloze drill",
                      lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
         return True
 
+    @gated
     def cloze_draw(self, ex: Exercise, *, lang: str = "en", ratio: float = DEFAULT_CLOZE_RATIO,
                    seed: int | None = None) -> ClozeDraw:
         """Mask random tokens of the snippet (past mistakes come back more often); a draw shows the
@@ -667,13 +718,13 @@ class Practice:
         return ClozeDraw(ex.key, seed, ratio, source, len(positions), masked,
                          cz.counter_text(len(positions), len(masked), lang), revealed)
 
+    @gated
     def cloze_check(self, ex: Exercise, masked: list[str], answers: dict[str, str], *,
                     lang: str = "en") -> ClozeChecked:
         """Grade answers for the masked positions (a different token that behaves the same is run in
         the sandbox and accepted), then record the round (a store failure never hides the verdict)."""
         from alignlings.practice import cloze as cz
 
-        self._refuse_if_locked(ex, lang)
         source = cz.snippet_source(ex, lang)
         by_key = {p.key: p for p in cz.maskable_positions(source)}
         unknown = [k for k in masked if k not in by_key]
@@ -737,6 +788,7 @@ class Practice:
         engine = self.review()
         item = self.review_item(pack_id, key)
         ex = self.course.get(item.exercise)
+        self._refuse_if_locked(ex, lang)  # the gate (:func:`gated`), once the item names its exercise
         kind = ex.kind_spec  # how its items are graded and what a wrong answer may show (practice.kinds)
         try:
             result = rv.check(engine, item, answer, grader=self.grader() if kind.review_needs_grader else None,
@@ -760,7 +812,7 @@ class Practice:
             recorded = False
         return ReviewAnswer(item.key, item.kind, result, rv.RATING_NAMES[rating], schedule, counts, recorded)
 
-    def review_rate(self, pack_id: str, key: str, rating: str) -> ReviewRated:
+    def review_rate(self, pack_id: str, key: str, rating: str, *, lang: str = "en") -> ReviewRated:
         """The learner says the right answer they just gave to ``key`` was hard (``"hard"``) or too
         easy (``"easy"``), or keeps it as it was rated (``"good"``): that same review is re-rated and
         the item re-scheduled (no review is added). Only the item just answered right, and only by
@@ -771,6 +823,7 @@ class Practice:
             raise UsageError("rating", f"expected one of {', '.join(rv.RERATINGS)}, got {rating!r}")
         engine = self.review()
         item = self.review_item(pack_id, key)
+        self._refuse_if_locked(self.course.get(item.exercise), lang)  # the gate (:func:`gated`)
         schedule = counts = None
         try:
             schedule = engine.rerate(item, rv.RERATINGS[rating])

@@ -18,7 +18,7 @@ from alignlings import i18n
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
-from alignlings.web.context import get_exercise, lang_of, practice, render_page
+from alignlings.web.context import call, get_exercise, lang_of, practice, render_page
 from alignlings.web.helpers import hints_taken, neighbours, page, web_statement
 from alignlings.web.i18n import learner, ui
 
@@ -56,10 +56,9 @@ def diff(request: Request, exercise_id: str, body: DiffBody) -> dict:
     ``hunks``, ``diff`` (unified text) and ``html``. Nothing is graded or recorded."""
     lang = lang_of(request)
     ex = bug_exercise(request, exercise_id)
-    hunks = bugdrill.changes(ex.buggy_source, body.code)
-    return {"changes": bugdrill.describe_changes(hunks, lang), "hunks": hunks,
-            "changed_lines": sorted({n for h in hunks if h["new"] for n in range(h["new"][0], h["new"][1] + 1)}),
-            "diff": bugdrill.unified_diff(ex.buggy_source, body.code), "html": diff_html(ex.buggy_source, body.code)}
+    done = call(practice(request).bug_diff, ex, body.code, lang=lang)  # the session's gate: a locked track refuses
+    return {"changes": done.changes, "hunks": done.hunks, "changed_lines": done.changed_lines, "diff": done.diff,
+            "html": diff_html(ex.buggy_source, body.code)}
 
 
 @router.get("/api/bug/{exercise_id:path}/story", tags=["exercises"])

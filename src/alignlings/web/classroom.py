@@ -110,12 +110,8 @@ class ClassroomMiddleware:
         state["learner"] = learner
         state["learner_token"] = token
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
-        key = _graded_exercise(scope, self.context.pack)
-        if key is not None:
-            reason = await run_in_threadpool(lock_reason_of_exercise, self.context, learner["id"], key,
-                                             _scope_lang(scope))
-            if reason:
-                return await _send_error(scope, send, 403, reason)
+        # who is asking is settled here; whether they may (a locked track) is the session's gate
+        # (practice.session.gated), which every route's action passes: a refusal is a 403 with its reason
         return await self.app(scope, receive, send)
 
     async def _teacher(self, scope, receive, send):
@@ -177,10 +173,6 @@ def _query_token(scope) -> str | None:
 
 def _s(request: Request) -> dict[str, str]:
     return STRINGS.get(lang_of(request), STRINGS["en"])
-
-
-def _scope_lang(scope) -> str:
-    return resolve_lang(Request(scope)) if scope["type"] == "http" else "en"
 
 
 def _scope_strings(scope) -> dict[str, str]:
@@ -300,34 +292,6 @@ def in_class(request: Request) -> bool:
 
 
 # -- locked tracks (the teacher's plan) ------------------------------------------------------------
-GRADED = ("check", "hint", "solution")  # what a locked track refuses: /api/exercises/KEY/<one of these>
-
-
-def _graded_exercise(scope, course) -> str | None:
-    """The exercise key of a POST that checks work on it (``/api/exercises/KEY/check``, its hints and
-    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``, a prediction
-    ``/api/predict/KEY/QID`` or the predict page's form ``/exercises/KEY/predict``), else None."""
-    if scope["type"] != "http" or scope.get("method") != "POST":
-        return None
-    path = scope.get("path", "")
-    if path.startswith("/api/quiz/"):
-        qid = path[len("/api/quiz/"):]
-        for ex in course:
-            if ex.kind_spec.answered_by_choice and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
-                return ex.key  # the first match, as web/quiz.py's find_question picks it
-        return None
-    if path.startswith("/api/predict/"):  # a prediction: /api/predict/KEY/QID
-        key = path[len("/api/predict/"):].rpartition("/")[0]
-        return key or None
-    if path.startswith("/exercises/") and path.endswith("/predict"):  # the predict page's form
-        return path[len("/exercises/"):-len("/predict")] or None
-    for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):
-        if path.startswith(prefix):
-            key, _, action = path[len(prefix):].rpartition("/")
-            return key if key and action in actions else None
-    return None
-
-
 def lock_reasons(context: WebContext, learner: str, lang: str = "en") -> dict[str, str]:
     """Track key -> why it is locked for ``learner``, in ``lang``: the tracks the teacher locked whose
     ``requires`` the learner has not all solved yet (each required track: every exercise solved)."""
