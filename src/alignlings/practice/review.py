@@ -65,6 +65,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from alignlings.practice import kinds
 from alignlings.practice.pack import Exercise, Pack, PackError
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
-KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "predict")  # item kinds
+KINDS = tuple(kinds.REVIEW_ITEM_KINDS)  # item kinds: the one registry (practice.kinds)
 RERATINGS = {"hard": HARD, "good": GOOD, "easy": EASY}  # what a right answer may be re-rated to
 MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default

@@ -15,10 +15,11 @@ import tomllib
 from pathlib import Path
 
 from alignlings.i18n import LANGS
-from alignlings.practice.kinds import Kind, register, skeletons
+from alignlings.practice.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Predict(Kind):
+    review_item_kinds = (ReviewItemKind("predict", "question"),)
     name = "predict"
     label = {"en": "predict", "zh": "预测"}
     web_page = "predict"  # web/predict.py

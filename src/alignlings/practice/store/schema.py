@@ -404,7 +404,6 @@ _TABLES = {
     "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
     "review_log": ("uuid", "pack", "item", "rating", "reviewed_at", "source", "duration_ms", "answer"),
 }
-REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz", "bug")  # an item key is "KIND/..." (practice.review)
 
 
 def _pack(pack: Any) -> str:

@@ -9,7 +9,7 @@ import uuid as uuidlib
 from collections.abc import Collection
 from typing import Any
 
-from alignlings.practice.store.schema import _TABLES, DEFAULT_PACK, EVENT_KINDS, REVIEW_KINDS, _pack, _utc_iso
+from alignlings.practice.store.schema import _TABLES, DEFAULT_PACK, EVENT_KINDS, _pack, _utc_iso
 
 EXPORT_FORMAT = "alignlings-progress"
 EXPORT_VERSION = 3  # 2: rows carry "pack"; 3: "review_log" (spaced review); older files import as before
@@ -89,6 +89,12 @@ def _rows(data: dict, name: str) -> list[dict]:
     return items
 
 
+def _review_item_kinds() -> dict:
+    from alignlings.practice import kinds  # the registry (imported on use: the store stays light)
+
+    return kinds.REVIEW_ITEM_KINDS
+
+
 def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
                      questions: Collection[str] | None = None,
                      packs: Collection[str] | None = None) -> dict[str, Any]:
@@ -148,9 +154,10 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
         w = f"review_log[{i}]"
         item = _field(r, "item", str, w)
         kind, sep, rest = item.partition("/")
-        if not sep or kind not in REVIEW_KINDS or not rest or len(item) > 400:
-            raise ValueError(f"{w}.item: expected KIND/..., KIND one of {', '.join(REVIEW_KINDS)}, got {item[:80]!r}")
-        if kind == "quiz":
+        item_kinds = _review_item_kinds()  # the one list: the exercise kinds' registry
+        if not sep or kind not in item_kinds or not rest or len(item) > 400:
+            raise ValueError(f"{w}.item: expected KIND/..., KIND one of {', '.join(item_kinds)}, got {item[:80]!r}")
+        if item_kinds[kind].names == "question":
             _known(rest, questions, "a quiz question", w + ".item")
         else:
             _known(rest.split("/")[0], exercises, "an exercise", w + ".item")
