@@ -89,12 +89,6 @@ def _rows(data: dict, name: str) -> list[dict]:
     return items
 
 
-def _review_item_kinds() -> dict:
-    from alignlings.practice import kinds  # the registry (imported on use: the store stays light)
-
-    return kinds.REVIEW_ITEM_KINDS
-
-
 def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
                      questions: Collection[str] | None = None,
                      packs: Collection[str] | None = None) -> dict[str, Any]:
@@ -150,11 +144,12 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
                                      "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
                                      "correct": int(_field(r, "correct", bool, w)),
                                      "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
+    from alignlings.practice.kinds import REVIEW_ITEM_KINDS as item_kinds  # the one list (imported on use)
+
     for i, r in enumerate(_rows(data, "review_log")):
         w = f"review_log[{i}]"
         item = _field(r, "item", str, w)
         kind, sep, rest = item.partition("/")
-        item_kinds = _review_item_kinds()  # the one list: the exercise kinds' registry
         if not sep or kind not in item_kinds or not rest or len(item) > 400:
             raise ValueError(f"{w}.item: expected KIND/..., KIND one of {', '.join(item_kinds)}, got {item[:80]!r}")
         if item_kinds[kind].names == "question":
