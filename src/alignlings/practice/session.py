@@ -800,7 +800,7 @@ class Practice:
             if not row.get("solved") and not row.get("revealed"):  # the fill (or the fix) would solve it
                 result["expected"] = None
                 result["withheld"] = True
-        rating = rv.rate(result["correct"], kind=item.kind, hinted=hinted, seconds=seconds)
+        rating = rv.rate(result["correct"], hinted=hinted, seconds=seconds)
         schedule = counts = None
         try:
             schedule = engine.answer(item, rating, duration_ms=None if seconds is None else int(seconds * 1000),
