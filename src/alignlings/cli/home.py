@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from alignlings.cli.common import (LangOption, PackOption, console, load, next_exercise, pack_args,
+from alignlings.cli.common import (LangOption, PackOption, console, load, pack_args,
                                    resolve_lang, session, set_global_options, summaries, t)
 
 
@@ -28,7 +28,7 @@ def home(ctx: typer.Context, lang: LangOption = None, pack: PackOption = None) -
     for part in p.packs:
         done = sum(1 for ex in p if ex.pack == part.id and summary[ex.key].get("solved"))
         out.print(f"{escape(part.title[lang])}: {done}/{sum(1 for ex in p if ex.pack == part.id)}")
-    nxt = next_exercise(p, summary)
+    nxt = practice.summary().next_exercise(p)  # the session's rule (one place)
     if nxt is None:
         out.print(t("all_done", lang))
     else:
