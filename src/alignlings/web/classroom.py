@@ -343,27 +343,29 @@ def status_of(row: dict) -> str:
     return status(row)
 
 
-def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None) -> list[dict]:
+def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None,
+                   computed: Any = None) -> list[dict]:
     """One row per learner and exercise: ``learner`` (id), ``name``, ``exercise`` (key), ``pack``,
     ``track``, ``status`` (solved, attempted, not_started), ``attempts``, ``hints`` (both kinds: the
     exercise's and per blank), ``solution_seen``; only the exercises of ``pack_id`` and ``track`` when
     given (``practice.report.selected``). ``Practice.class_report``: a few queries per pack, however
-    many learners."""
+    many learners. ``computed``: the request's ``Practice.class_report``, when it has one already."""
     from alignlings.practice import report
     from alignlings.practice.session import Practice
 
     pack = context.pack
     wanted = {ex.key: report.track_of(pack, ex) for ex in report.selected(pack, pack_id, track)}
-    return [row | {"track": wanted[row["exercise"]]}
-            for row in Practice(context.store, pack).class_report().progress if row["exercise"] in wanted]
+    computed = computed or Practice(context.store, pack).class_report()
+    return [row | {"track": wanted[row["exercise"]]} for row in computed.progress if row["exercise"] in wanted]
 
 
-def class_misconceptions(context: WebContext, lang: str = "en") -> list[dict]:
+def class_misconceptions(context: WebContext, lang: str = "en", computed: Any = None) -> list[dict]:
     """Per misconception: how many learners' attempts hit it (``learners``, most common first), the
-    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``)."""
+    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``;
+    ``computed``: the request's, when it has one already)."""
     from alignlings.practice.session import Practice
 
-    return Practice(context.store, context.pack).class_report(lang).misconceptions
+    return (computed or Practice(context.store, context.pack).class_report(lang)).misconceptions
 
 
 def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
@@ -405,22 +407,24 @@ def _filters(request: Request) -> tuple[str | None, str | None]:
 
 def class_report(context: WebContext, lang: str = "en", pack_id: str | None = None,
                  track: str | None = None) -> dict:
-    """Who is stuck where: per learner and per exercise (``practice.report``)."""
+    """Who is stuck where: per learner and per exercise (``practice.report``), one read of the history."""
     from alignlings.practice import report
 
-    return {"learners": report.learner_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track),
-            "exercises": report.exercise_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)}
+    return report.rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)
 
 
 @router.get("/api/teacher/class", tags=["classroom"])
 def class_json(request: Request) -> dict:
     """The class: learners, learners x exercises, misconceptions and the report of who is stuck
     where (teacher token only); ``?pack=`` and ``?track=`` select exercises."""
+    from alignlings.practice.session import Practice
+
     context = _teacher_context(request)
     pack_id, track = _filters(request)
     lang = lang_of(request)
-    return {"learners": context.store.learners(), "progress": class_progress(context, pack_id, track),
-            "misconceptions": class_misconceptions(context, lang),
+    computed = Practice(context.store, context.pack).class_report(lang)  # once per request
+    return {"learners": computed.learners, "progress": class_progress(context, pack_id, track, computed),
+            "misconceptions": class_misconceptions(context, lang, computed),
             "report": class_report(context, lang, pack_id, track)}
 
 
@@ -476,9 +480,11 @@ def teacher_page(request: Request):
     lang, s = lang_of(request), _s(request)
     pack_id, track = _filters(request)
     from alignlings.practice import report as rp
+    from alignlings.practice.session import Practice
 
-    learners = context.store.learners()
-    progress = class_progress(context, pack_id, track)
+    computed = Practice(context.store, context.pack).class_report(lang)  # once per request
+    learners = computed.learners
+    progress = class_progress(context, pack_id, track, computed)
     cells = {(r["learner"], r["exercise"]): r for r in progress}
     chosen = rp.selected(context.pack, pack_id, track)
     exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id), "track": rp.track_of(context.pack, ex)}
@@ -487,7 +493,7 @@ def teacher_page(request: Request):
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
     query = "&".join(f"{k}={v}" for k, v in (("pack", pack_id), ("track", track)) if v)
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
-                       table=table, misconceptions=class_misconceptions(context, lang),
+                       table=table, misconceptions=class_misconceptions(context, lang, computed),
                        class_code=current_class_code(request.app), learners=learners,
                        removed=context.store.learners(removed=True),
                        report=class_report(context, lang, pack_id, track), duration=_duration,
