@@ -30,7 +30,7 @@ REASON = EN["track_locked"].format(tracks=EN["track_name"].format(title="Warm-up
 ACTIONS = {"check", "hint", "reveal", "quiz_answer", "predict_answer", "cloze_open", "cloze_draw", "cloze_check",
            "bug_diff"}
 READS = {"attempts", "cloze_stats", "hint_state", "reset", "quiz_start", "quiz_round", "lock_reason",
-         "cloze_reveals", "predict_questions"}
+         "cloze_reveals", "predict_questions", "latest_attempt", "bug_story"}
 
 
 @pytest.fixture()

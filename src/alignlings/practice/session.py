@@ -411,6 +411,16 @@ class Practice:
         [] when the store cannot be read."""
         return list(self._read("attempts", lambda: self.store.attempts(ex.id, pack=ex.pack), []) or [])
 
+    def latest_attempt(self, ex: Exercise) -> dict | None:
+        """The latest attempt with code since the last reset (what a page puts back), else None."""
+        for attempt in reversed(self.attempts(ex)):
+            get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
+            if get("before_reset"):
+                return None
+            if get("code"):
+                return {"code": str(get("code")), "verdict": get("verdict") or {}}
+        return None
+
     def quiz_answers(self, pack_id: str) -> dict[str, dict]:
         """Question id -> the latest answer in one pack ({} when the store cannot be read)."""
         return dict(self._read("quiz answers", lambda: self.store.quiz_answers(pack=pack_id), {}) or {})
@@ -675,6 +685,10 @@ class Practice:
         return BugDiff(ex.key, bugdrill.describe_changes(hunks, lang), hunks,
                        sorted({n for h in hunks if h["new"] for n in range(h["new"][0], h["new"][1] + 1)}),
                        bugdrill.unified_diff(ex.buggy_source, code))
+
+    def bug_story(self, ex: Exercise, *, lang: str = "en") -> str | None:
+        """The story of the real bug, once the drill is solved (None before)."""
+        return ex.texts(lang).story if self._row(ex).get("solved") else None
 
     # -- the cloze drill -------------------------------------------------------------------------------
     def cloze_exercise(self, exercise_id: str) -> Exercise:
