@@ -679,7 +679,7 @@ class Practice:
         sentence), ``hunks``, ``changed_lines`` and ``diff`` (unified text)."""
         from alignlings.practice import bugdrill
 
-        if ex.kind_spec.name != "bug":
+        if not ex.kind_spec.starts_from_buggy_file:
             raise UsageError("ID", f"{ex.key!r} is not a spot-the-bug drill", missing=True)
         hunks = bugdrill.changes(ex.buggy_source, code)
         return BugDiff(ex.key, bugdrill.describe_changes(hunks, lang), hunks,
