@@ -177,12 +177,8 @@ class Exercise:
 
     @cached_property
     def predict(self) -> tuple[Any, ...]:
-        """A ``predict`` item's questions (``practice.predict.PredictQuestion``) from predict.toml."""
-        if self.kind_spec.name != "predict":
-            return ()
-        from alignlings.practice.predict import load_questions
-
-        return load_questions(self)
+        """A ``predict`` item's questions (``practice.predict.PredictQuestion``) from predict.toml: the kind's."""
+        return tuple(self.kind_spec.predictions(self))
 
 
 @dataclass(frozen=True)

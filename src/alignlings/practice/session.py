@@ -627,11 +627,11 @@ class Practice:
 
     # -- predict items -------------------------------------------------------------------------------
     def predict_exercises(self) -> list[Exercise]:
-        return [ex for ex in self.course if ex.kind_spec.name == "predict"]
+        return [ex for ex in self.course if ex.kind_spec.asks_predictions]
 
     def predict_exercise(self, exercise_id: str) -> Exercise:
         ex = self.exercise(exercise_id)
-        if ex.kind_spec.name != "predict":
+        if not ex.kind_spec.asks_predictions:
             ids = ", ".join(e.key for e in self.predict_exercises())
             raise UsageError("ID", f"{ex.key!r} is not a predict item (predict items: {ids})", missing=True)
         return ex

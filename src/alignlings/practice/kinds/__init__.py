@@ -84,6 +84,12 @@ class Kind:
         """The reference solution as the learner is shown it (``grader.solution_for``)."""
         raise PackError(f"exercise {ex.id!r} is a {self.name}, it has no solution file")
 
+    asks_predictions: bool = False  # its questions are predictions of a run (``predictions``)
+
+    def predictions(self, ex: Exercise) -> tuple[Any, ...]:
+        """The predictions it asks (``Exercise.predict``): none unless ``asks_predictions``."""
+        return ()
+
     def questions(self, ex: Exercise) -> tuple[QuizQuestion, ...]:
         """The questions answered by choosing an option (``Exercise.quiz``)."""
         return read_quiz_questions(ex.path / self.questions_file)

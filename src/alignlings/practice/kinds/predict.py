@@ -29,6 +29,12 @@ class Predict(Kind):
     cli_answer = "predict"
     texts_need_hints = False  # a statement only (``TEXT_KEYS``): see ``text_problems``
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
+    asks_predictions = True
+
+    def predictions(self, ex):
+        from alignlings.practice.predict import load_questions
+
+        return load_questions(ex)
 
     def review_items(self, rv, ex):
         return [rv.Item(f"predict/{q.id}", "predict", ex.pack, ex.key, q.concepts, question=q.id) for q in ex.predict]
