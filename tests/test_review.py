@@ -177,7 +177,7 @@ def simulate(store: ProgressStore, pack, days: int = 60) -> tuple[rv.Review, dic
             seen[kind] = seen.get(kind, 0) + 1
             correct = LAPSE.get(kind) != seen[kind]
             seconds = 8.0 if kind == "quiz" else 90.0
-            review.answer(due.item, rv.rate(correct, kind=kind, seconds=seconds), duration_ms=int(seconds * 1000))
+            review.answer(due.item, rv.rate(correct, seconds=seconds), duration_ms=int(seconds * 1000))
             if correct and kind == "quiz":
                 review.rerate(due.item, rv.EASY)
         clock.advance(days=1)
