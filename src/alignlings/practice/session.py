@@ -40,7 +40,7 @@ import functools
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar, cast
 
 from alignlings.practice.pack import Exercise, Pack, PackError, QuizQuestion
@@ -161,6 +161,7 @@ class QuizRound(_Result):
     answered: dict[str, int]  # question id -> the choice, since the round started
     right: int
     total: int
+    correct: dict[str, bool] = field(default_factory=dict)  # question id -> whether that choice was right
 
 
 @dataclass
@@ -551,8 +552,8 @@ class Practice:
         """The round so far: the latest answer to each question since it started."""
         latest = self._round_answers(ex)
         answered = {q.id: int(latest[q.id]["choice"]) for q in ex.quiz if q.id in latest}
-        right = sum(1 for q in ex.quiz if q.id in latest and latest[q.id].get("correct"))
-        return QuizRound(ex.key, answered, right, len(ex.quiz))
+        correct = {q.id: bool(latest[q.id].get("correct")) for q in ex.quiz if q.id in latest}
+        return QuizRound(ex.key, answered, sum(correct.values()), len(ex.quiz), correct)
 
     @gated
     def quiz_answer(self, ex: Exercise, q: QuizQuestion, choice: int, *, lang: str = "en") -> QuizAnswer:
