@@ -100,3 +100,46 @@ def pytest_make_collect_report(collector):
     report = outcome.get_result()
     if _strict() and report.skipped:
         _strict_failure(report, collector.nodeid)
+
+
+# -- the verdict contract ------------------------------------------------------------------------
+# Every verdict ``Grader.check`` builds in any test is checked against docs/verdict.schema.json
+# (tests/test_verdict_schema.py holds the golden verdicts and the schema's own tests).
+
+_verdict_validator = None
+
+
+def _check_verdict(verdict) -> None:
+    global _verdict_validator
+    import json
+
+    if _verdict_validator is None:
+        import jsonschema
+
+        path = Path(__file__).resolve().parent.parent / "docs" / "verdict.schema.json"
+        _verdict_validator = jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+    errors = sorted(e.message for e in _verdict_validator.iter_errors(json.loads(json.dumps(verdict))))
+    if errors:
+        raise AssertionError(f"the grader built a verdict outside docs/verdict.schema.json: {errors}")
+
+
+@pytest.fixture(autouse=True)
+def _verdicts_keep_the_contract():
+    """Wrap ``Grader.check`` (once, from the first test after the grader is loaded: a module importing
+    it at the top, as most do, before its first test) so that what it returns is validated."""
+    import functools
+
+    grader = sys.modules.get("alignlings.practice.grader")
+    cls = getattr(grader, "Grader", None)
+    if cls is not None and not getattr(cls.check, "_checks_the_contract", False):
+        original = cls.check
+
+        @functools.wraps(original)
+        def check(self, *args, **kwargs):
+            verdict = original(self, *args, **kwargs)
+            _check_verdict(verdict)
+            return verdict
+
+        check._checks_the_contract = True
+        cls.check = check
+    yield

@@ -19,9 +19,11 @@ from alignlings.practice import progress as pr  # noqa: E402
 from alignlings.practice.store import postgres as pr_postgres  # noqa: E402
 from alignlings.practice import service  # noqa: E402
 from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.practice.session import Practice  # noqa: E402
 
 URL = os.environ.get("ALIGNLINGS_TEST_DATABASE_URL")
-EX = load_pack().get("dpo-loss")
+PACK = load_pack()
+EX = PACK.get("dpo-loss")
 VERDICT = {"exercise": "dpo-loss", "passed": True, "blanks": [], "cases": [], "error": None}
 
 
@@ -47,7 +49,9 @@ def test_psycopg_errors_are_store_errors():
 
 def test_a_database_outage_during_a_check_still_gives_the_verdict(caplog):
     with caplog.at_level(logging.ERROR, logger="alignlings.practice"):
-        verdict, code = service.grade_and_record(Grader(), DownStore(), EX, code="x = 1", source="web")
+        checked = Practice(DownStore(), PACK, Grader(), source="web").check(EX, code="x = 1")
+    verdict, code = checked.verdict, checked.code
+    assert checked.recorded is False
     assert verdict["passed"] is True and code == "x = 1"
     assert "could not record the attempt on" in caplog.text and "Connection refused" in caplog.text
 
@@ -163,9 +167,9 @@ def test_a_real_outage_keeps_the_verdict_and_the_store_recovers(monkeypatch, cap
         relay.cut()
         with caplog.at_level(logging.ERROR, logger="alignlings.practice"):
             # the check returns although the store cannot answer (the pool gives up after its timeout)
-            graded = wait_for(lambda: service.grade_and_record(Grader(), ann, EX, code="during", source="web"),
+            graded = wait_for(lambda: Practice(ann, PACK, Grader(), source="web").check(EX, code="during"),
                               "the check's verdict while the database is down")
-        verdict, _ = graded
+        verdict = graded.verdict
         assert verdict["passed"] is True and "could not record the attempt" in caplog.text
         relay.restore()
         wait_until(lambda: service.record_safely(ann, EX, VERDICT, code="after", source="web"),

@@ -494,17 +494,6 @@ def test_the_web_page_asks_first_and_shows_the_run_after_the_form_commit(pack, t
     assert shown["chart_html"].startswith('<figure class="predict-chart"') and "visually-hidden" in shown["chart_html"]
 
 
-def test_a_locked_track_refuses_predictions():
-    from alignlings.web.classroom import _graded_exercise
-
-    course = load_pack()
-    post = {"type": "http", "method": "POST"}
-    assert _graded_exercise({**post, "path": "/api/predict/predict-k3-gradient/k3-gradient-direction"},
-                            course) == "predict-k3-gradient"
-    assert _graded_exercise({**post, "path": "/exercises/predict-k3-gradient/predict"}, course) == "predict-k3-gradient"
-    assert _graded_exercise({"type": "http", "method": "GET", "path": "/exercises/predict-k3-gradient"}, course) is None
-
-
 def test_the_dev_check_command_fails_on_a_wrong_answer(tmp_path):
     from typer.testing import CliRunner
 

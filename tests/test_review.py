@@ -63,18 +63,17 @@ KEYS = {"quiz": "quiz/bt-probability", "cloze": "cloze/dpo-loss/12",
 # -- ratings and the scheduler ---------------------------------------------------------------------
 
 def test_ratings():
-    assert rv.rate(False, kind="quiz", seconds=1) == rv.AGAIN
-    assert rv.rate(True, kind="cloze", hinted=True, seconds=1) == rv.HARD
+    assert rv.rate(False, seconds=1) == rv.AGAIN
+    assert rv.rate(True, hinted=True, seconds=1) == rv.HARD
     # a right answer is Good however fast (issue 22: speed alone sent answers 44-217 days out);
     # the learner says "too easy" afterwards (Review.rerate)
-    assert rv.rate(True, kind="quiz", seconds=1) == rv.GOOD
-    assert rv.rate(True, kind="quiz", seconds=5, first_try=False) == rv.GOOD
-    assert rv.rate(True, kind="exercise", seconds=600) == rv.GOOD
-    assert rv.rate(True, kind="misconception") == rv.GOOD
-    with pytest.raises(ValueError, match="kind"):
-        rv.rate(True, kind="drill")
+    assert rv.rate(True, seconds=1) == rv.GOOD
+    assert rv.rate(True, seconds=600) == rv.GOOD
+    assert rv.rate(True) == rv.GOOD
     with pytest.raises(ValueError, match="seconds"):
-        rv.rate(True, kind="quiz", seconds=-1)
+        rv.rate(True, seconds=-1)
+    with pytest.raises(TypeError):  # issue 30: the parameters that changed nothing are gone
+        rv.rate(True, kind="quiz", first_try=False)
 
 
 def test_items_learned_together_drift_apart_and_replays_agree(tmp_path):
@@ -178,7 +177,7 @@ def simulate(store: ProgressStore, pack, days: int = 60) -> tuple[rv.Review, dic
             seen[kind] = seen.get(kind, 0) + 1
             correct = LAPSE.get(kind) != seen[kind]
             seconds = 8.0 if kind == "quiz" else 90.0
-            review.answer(due.item, rv.rate(correct, kind=kind, seconds=seconds), duration_ms=int(seconds * 1000))
+            review.answer(due.item, rv.rate(correct, seconds=seconds), duration_ms=int(seconds * 1000))
             if correct and kind == "quiz":
                 review.rerate(due.item, rv.EASY)
         clock.advance(days=1)

@@ -130,7 +130,7 @@ def simulate(store: ProgressStore, pack, days: int = 60):
             if due.item.kind == "bug":
                 n += 1
                 correct = n != 2
-            review.answer(due.item, rv.rate(correct, kind=due.item.kind, seconds=200.0))
+            review.answer(due.item, rv.rate(correct, seconds=200.0))
         clock.advance(days=1)
     return review
 
@@ -172,9 +172,7 @@ def test_bug_item_is_presented_and_rejects_bad_answers(tmp_path, course):
             rv.check(review, item, 3, grader=object())
         with pytest.raises(ValueError, match="answer"):
             rv.check(review, item, "   ", grader=object())
-        with pytest.raises(ValueError, match="kind"):
-            rv.rate(True, kind="drill")
-        assert rv.rate(True, kind="bug", seconds=100) == rv.GOOD  # quick is not easy (issue 22): the learner says so
+        assert rv.rate(True, seconds=100) == rv.GOOD  # quick is not easy (issue 22): the learner says so
 
 
 # -- grading a bug drill's re-test goes through the sandbox --------------------------------------------

@@ -261,14 +261,6 @@ def summaries(pack, s) -> dict[str, dict]:
     return {key: row.as_dict() for key, row in Practice(s, pack).summary().exercises.items()}
 
 
-def next_exercise(pack, summary: dict):
-    """The first unsolved exercise, in track order; ``summary`` is keyed like :func:`summaries`."""
-    for track in pack.tracks:
-        for key in track.exercises:
-            if not summary.get(key, {}).get("solved"):
-                return pack.exercises[key]
-    return None
-
 
 def next_text(nxt, lang: str, pack=None) -> str:
     """"Next: ID (title). Start it with `alignlings start ID`." (the command its kind answers with), or

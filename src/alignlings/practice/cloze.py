@@ -329,7 +329,7 @@ def check(exercise: Exercise | str, source: str, masked: list[Position], answers
     if variants:
         same = grader.behaves_like_reference(exercise.key, variants)
         for entry in results:
-            if same.get(entry["key"]):
+            if same.get(str(entry["key"])):
                 entry.update(correct=True, how="equivalent")
     return results
 

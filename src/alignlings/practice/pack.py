@@ -177,12 +177,8 @@ class Exercise:
 
     @cached_property
     def predict(self) -> tuple[Any, ...]:
-        """A ``predict`` item's questions (``practice.predict.PredictQuestion``) from predict.toml."""
-        if self.kind_spec.name != "predict":
-            return ()
-        from alignlings.practice.predict import load_questions
-
-        return load_questions(self)
+        """A ``predict`` item's questions (``practice.predict.PredictQuestion``) from predict.toml: the kind's."""
+        return tuple(self.kind_spec.predictions(self))
 
 
 @dataclass(frozen=True)
@@ -287,16 +283,12 @@ class Pack:
         return [e for e in self if e.kind_spec.has_blanks]
 
 
-KINDS = ("code", "quiz", "bug", "bug-or-not", "predict")
-
-
 def load_exercise(path: Path) -> Exercise:
     meta = _read_toml(path / "exercise.toml")
     where = f"{path / 'exercise.toml'}"
     kind = meta.get("kind", "code")
-    if kind not in kinds.REGISTRY:  # the built-in KINDS and any kind registered since (practice.kinds)
-        known = KINDS + tuple(k for k in kinds.REGISTRY if k not in KINDS)
-        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, known))}, got {kind!r}")
+    if kind not in kinds.REGISTRY:  # the one list: the registry (practice.kinds), built-in kinds first
+        raise PackError(f"{where}: kind must be one of {', '.join(map(repr, kinds.names()))}, got {kind!r}")
     return Exercise(
         id=str(meta.get("id", path.name)),
         path=path,

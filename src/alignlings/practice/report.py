@@ -102,13 +102,21 @@ def time_on_task(times: list[float]) -> int:
     return int(total)
 
 
-def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, track: str | None = None) -> list[dict]:
+def rows(store, course, *, lang: str = "en", pack: str | None = None, track: str | None = None) -> dict[str, list]:
+    """Both reports, ``learners`` and ``exercises``, from one read of the class's history."""
+    h = _history(store)
+    return {"learners": learner_rows(store, course, lang=lang, pack=pack, track=track, history=h),
+            "exercises": exercise_rows(store, course, lang=lang, pack=pack, track=track, history=h)}
+
+
+def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, track: str | None = None,
+                 history: dict[str, Any] | None = None) -> list[dict]:
     """One row per learner of the class (see the module docstring); ``last_submission`` holds the
-    code of their latest attempt at one of the selected exercises."""
+    code of their latest attempt at one of the selected exercises. ``history``: already read."""
     exercises = selected(course, pack, track)
     by_key = {(ex.pack, ex.id): ex for ex in exercises}
     questions = _question_index(exercises)
-    h = _history(store)
+    h = history if history is not None else _history(store)
     rows = []
     for learner in store.learners():
         lid = learner["id"]
@@ -232,10 +240,11 @@ def _by_learner(answers: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, track: str | None = None) -> list[dict]:
-    """One row per selected exercise (see the module docstring)."""
+def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, track: str | None = None,
+                  history: dict[str, Any] | None = None) -> list[dict]:
+    """One row per selected exercise (see the module docstring). ``history``: already read."""
     exercises = selected(course, pack, track)
-    h = _history(store)
+    h = history if history is not None else _history(store)
     learners = {lr["id"] for lr in store.learners()}
     by_ex: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for a in h["attempts"]:

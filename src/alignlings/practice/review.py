@@ -71,6 +71,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from alignlings.practice import kinds
 from alignlings.practice.pack import Exercise, Pack, PackError
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
 RATING_NAMES = {AGAIN: "again", HARD: "hard", GOOD: "good", EASY: "easy"}
-KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "predict", "level")  # item kinds
+KINDS = tuple(kinds.REVIEW_ITEM_KINDS)  # item kinds: the one registry (practice.kinds)
 RELIABLE_REVIEWS = 2  # an exercise item whose last reviews were this many right ones is filled reliably
 RERATINGS = {"hard": HARD, "good": GOOD, "easy": EASY}  # what a right answer may be re-rated to
 MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
@@ -215,14 +216,11 @@ def retrievability(card_json: str, now: datetime) -> float:
     return float(scheduler().get_card_retrievability(fsrs.Card.from_json(card_json), _utc(now)))
 
 
-def rate(correct: bool, *, kind: str, hinted: bool = False, seconds: float | None = None,
-         first_try: bool = True) -> int:
+def rate(correct: bool, *, hinted: bool = False, seconds: float | None = None) -> int:
     """The FSRS rating of one answer: Again if wrong, Hard after a hint, else Good. Speed does not
     make an answer Easy (a fast answer is not always an easy one): the learner says so afterwards
-    (:meth:`Review.rerate`). ``seconds`` is still validated (callers log it as the review's
-    duration); ``first_try`` no longer changes the rating."""
-    if kind not in KINDS:
-        raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    (:meth:`Review.rerate`). ``seconds`` is validated here because the caller logs it as the
+    review's duration."""
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
         raise ValueError(f"seconds: expected a non-negative number or None, got {seconds!r}")
     if not correct:

@@ -2,8 +2,8 @@
 and recording an attempt safely.
 
 The learner's use cases live in :mod:`alignlings.practice.session` (``Practice``), which the CLI,
-the web app and notebooks call; these helpers are its building blocks (and ``grade_and_record`` the
-one-call form for a caller without a session).
+the web app and notebooks call; these helpers are its building blocks. Grading and recording a check
+is :meth:`Practice.check <alignlings.practice.session.Practice.check>` alone (it passes the gate first).
 """
 
 from __future__ import annotations
@@ -42,27 +42,8 @@ def record_safely(store, exercise: Exercise, verdict: Verdict, *, code: str, sou
         return False
 
 
-def grade_and_record(grader, store, exercise: Exercise, *, code: str | None = None,
-                     fills: list[str] | None = None, lang: str = "en", source: str = "cli",
-                     run_main: bool = True) -> tuple[Verdict, str]:
-    """Grade a whole file (``code``) or one fill per blank (``fills``) and record the attempt.
-
-    Returns the verdict and the code that was graded (for fills, the template with them in place).
-    ``store`` may be None (nothing recorded)."""
-    verdict: Verdict = grader.check(exercise.key, code, fills=fills, lang=lang, run_main=run_main)
-    graded = code if code is not None else grader.submission(exercise, fills=fills).code
-    if store is not None:
-        record_safely(store, exercise, verdict, code=graded, source=source)
-    return verdict, graded
-
-
 def quiz_round_verdict(exercise: Exercise, right: int, total: int) -> Verdict:
     """A finished quiz round as a verdict: passed when every question was answered right."""
     return {"exercise": exercise.id, "passed": right == total, "blanks": [], "cases": [], "error": None,
             "isolation": "none (quiz)", "score": right, "total": total}
 
-
-def record_quiz_round(store, exercise: Exercise, right: int, total: int, *, source: str) -> Verdict:
-    verdict = quiz_round_verdict(exercise, right, total)
-    record_safely(store, exercise, verdict, code="", source=source)
-    return verdict

@@ -30,17 +30,23 @@ write to the progress store or decide a rule themselves. The rules that live her
   result says ``recorded=False``. Grading and recording are separate steps, so a store error is
   never reported as a grader failure.
 
+Every learner action on an exercise passes one gate (:func:`gated`): who is asking (the store's
+learner) -> may they (a track the teacher locked refuses with :class:`Locked` and its reason) -> the
+action -> its record. Interfaces never decide it: the CLI, the web app and notebooks get the same
+refusal.
+
 Bad input raises :class:`UsageError` (a ``ValueError`` naming the argument); the CLI turns it into a
 usage error, the web app into 404 (``missing``) or 422.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from alignlings.practice.interview import InterviewMixin
 from alignlings.practice.pack import Exercise, Pack, PackError, QuizQuestion
@@ -69,6 +75,33 @@ class Locked(UsageError):
         super().__init__("ID", reason)
 
 
+_Action = TypeVar("_Action", bound=Callable[..., Any])
+
+
+HELP_ACTIONS = frozenset({"hint", "reveal", "quiz_answer", "predict_answer", "cloze_open", "cloze_draw", "cloze_check",
+                          "bug_diff"})
+"""The actions that would show what a mock interview asks: refused while one runs (``gated``)."""
+
+
+def gated(action: _Action) -> _Action:
+    """The gate of a learner action on one exercise (the method's first argument): who is asking
+    (this session's store and its learner) -> may they (the exercise's track is not locked for them;
+    else :class:`Locked` with the reason, in the action's ``lang``) -> the action, which records what
+    it did. Every action a learner can take on an exercise is a method wearing it."""
+    refused_in_interview = action.__name__ in HELP_ACTIONS
+
+    @functools.wraps(action)
+    def gate(self: Practice, ex: Exercise, *args: Any, **kwargs: Any) -> Any:
+        lang = kwargs.get("lang", "en")
+        self._refuse_if_locked(ex, lang)
+        if refused_in_interview:  # while a mock interview runs (practice.interview)
+            self._refuse_during_interview(lang)
+        return action(self, ex, *args, **kwargs)
+
+    gate.gated = True  # type: ignore[attr-defined]  # tests list the gated actions
+    return cast(_Action, gate)
+
+
 class StoreUnavailable(RuntimeError):
     """What only the store can do (an import) could not be done now: it cannot be written."""
 
@@ -78,6 +111,15 @@ class StoreUnavailable(RuntimeError):
 class _Result:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass
+class BugDiff(_Result):
+    exercise: str
+    changes: str
+    hunks: list[dict]
+    changed_lines: list[int]
+    diff: str
 
 
 @dataclass
@@ -143,6 +185,7 @@ class QuizRound(_Result):
     answered: dict[str, int]  # question id -> the choice, since the round started
     right: int
     total: int
+    correct: dict[str, bool] = field(default_factory=dict)  # question id -> whether that choice was right
 
 
 @dataclass
@@ -250,12 +293,15 @@ class Summary(_Result):
     exercises: dict[str, ExerciseProgress]  # by exercise key, in course order
     by_pack: dict[str, dict[str, dict]]  # the store's rows: pack id -> exercise id -> row
 
-    def next_exercise(self, course: Pack) -> Exercise | None:
-        """The first unsolved exercise, in track order."""
-        for track in course.tracks:
-            for key in track.exercises:
-                if not self.exercises[key].solved:
-                    return course.exercises[key]
+    def next_exercise(self, course: Pack, after: Exercise | None = None) -> Exercise | None:
+        """What to do next, as rustlings says after a pass: the first unsolved exercise after ``after``
+        in the course's track order (from the start without it), else the first unsolved one before
+        it; None when all are solved."""
+        order = [key for track in course.tracks for key in track.exercises]
+        start = order.index(after.key) + 1 if after is not None and after.key in order else 0
+        for key in order[start:] + order[:start]:
+            if not self.exercises[key].solved:
+                return course.exercises[key]
         return None
 
 
@@ -412,6 +458,19 @@ class Practice(InterviewMixin):
         [] when the store cannot be read."""
         return list(self._read("attempts", lambda: self.store.attempts(ex.id, pack=ex.pack), []) or [])
 
+    def latest_attempt(self, ex: Exercise, level: int | None = None) -> dict | None:
+        """The latest attempt with code since the last reset (what a page puts back), else None;
+        ``level``: only attempts at that level (0: the exercise's own file, 4 or 5: ``practice.levels``)."""
+        for attempt in reversed(self.attempts(ex)):
+            get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
+            if get("before_reset"):
+                return None
+            if level is not None and int(get("level") or 0) != level:
+                continue  # another level's file
+            if get("code"):
+                return {"code": str(get("code")), "verdict": get("verdict") or {}}
+        return None
+
     def quiz_answers(self, pack_id: str) -> dict[str, dict]:
         """Question id -> the latest answer in one pack ({} when the store cannot be read)."""
         return dict(self._read("quiz answers", lambda: self.store.quiz_answers(pack=pack_id), {}) or {})
@@ -461,6 +520,7 @@ class Practice(InterviewMixin):
         return {int(k): dict(v) for k, v in (rows.get(ex.id) or {}).items()}
 
     # -- check ---------------------------------------------------------------------------------------
+    @gated
     def check(self, ex: Exercise, *, code: str | None = None, fills: list[str] | None = None,
               lang: str = "en", run_main: bool = True, level: int | None = None) -> Checked:
         """Grade a whole file (``code``) or one fill per blank (``fills``) in the sandbox and record it.
@@ -495,10 +555,10 @@ class Practice(InterviewMixin):
         return Checked(verdict, graded, recorded)
 
     # -- hints -----------------------------------------------------------------------------------------
+    @gated
     def hint(self, ex: Exercise, blank: int | None = None, *, lang: str = "en") -> Hint:
         """The next hint: the exercise's own (a nudge first, the formula last), or with ``blank`` the
         next one about that blank. Past the last, the last again (nothing recorded)."""
-        self._refuse_during_interview(lang)
         if blank is None:
             hints = list(ex.texts(lang).hints)
             if not hints:
@@ -538,9 +598,9 @@ class Practice(InterviewMixin):
         return HintState(taken(hint_key(ex)), {n: k for n, k in per_blank.items() if k})
 
     # -- the solution --------------------------------------------------------------------------------
+    @gated
     def reveal(self, ex: Exercise, *, lang: str = "en") -> Reveal:
         """The reference solution, each blank's fill and the explanation; recorded as revealed."""
-        self._refuse_during_interview(lang)
         from alignlings.practice.grader import solution_for
 
         if not ex.kind_spec.graded_as_file:
@@ -600,13 +660,13 @@ class Practice(InterviewMixin):
         """The round so far: the latest answer to each question since it started."""
         latest = self._round_answers(ex)
         answered = {q.id: int(latest[q.id]["choice"]) for q in ex.quiz if q.id in latest}
-        right = sum(1 for q in ex.quiz if q.id in latest and latest[q.id].get("correct"))
-        return QuizRound(ex.key, answered, right, len(ex.quiz))
+        correct = {q.id: bool(latest[q.id].get("correct")) for q in ex.quiz if q.id in latest}
+        return QuizRound(ex.key, answered, sum(correct.values()), len(ex.quiz), correct)
 
+    @gated
     def quiz_answer(self, ex: Exercise, q: QuizQuestion, choice: int, *, lang: str = "en") -> QuizAnswer:
         """Record an answer; every option explained; the last question closes the round (recorded as
         one attempt)."""
-        self._refuse_during_interview(lang)
         correct, latest, right, score, recorded = self._record_choice(ex, ex.quiz, q, choice, f"an answer to {q.id}")
         options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
         progress = {"answered": sum(1 for x in ex.quiz if x.id in latest), "right": right, "total": len(ex.quiz)}
@@ -683,11 +743,11 @@ class Practice(InterviewMixin):
 
     # -- predict items -------------------------------------------------------------------------------
     def predict_exercises(self) -> list[Exercise]:
-        return [ex for ex in self.course if ex.kind_spec.name == "predict"]
+        return [ex for ex in self.course if ex.kind_spec.asks_predictions]
 
     def predict_exercise(self, exercise_id: str) -> Exercise:
         ex = self.exercise(exercise_id)
-        if ex.kind_spec.name != "predict":
+        if not ex.kind_spec.asks_predictions:
             ids = ", ".join(e.key for e in self.predict_exercises())
             raise UsageError("ID", f"{ex.key!r} is not a predict item (predict items: {ids})", missing=True)
         return ex
@@ -709,6 +769,7 @@ class Practice(InterviewMixin):
         return [PredictAsk(ex.key, q.id, intro, q.question.get(lang, ""), [o.text.get(lang, "") for o in q.options],
                            q.id in answered) for q in ex.predict]
 
+    @gated
     def predict_answer(self, ex: Exercise, question_id: str, choice: int, *, lang: str = "en") -> PredictAnswer:
         """Commit a prediction, then run the variant (or take its cached run) and show the result.
 
@@ -716,18 +777,34 @@ class Practice(InterviewMixin):
         still shown and ``recorded`` is False), and only then is anything of the answer or the run
         computed. The item counts as solved under the quiz's rule: its last question closes a round,
         recorded as one attempt that passes when every question's latest prediction is right."""
-        self._refuse_during_interview(lang)
         from alignlings.practice.kinds.predict import measured
 
         q = self._predict_question(ex, question_id)
         ex = self.predict_exercise(ex.key)
-        self._refuse_if_locked(ex, lang)  # a track locked for this learner refuses it, like a quiz answer
         correct, _, _, score, recorded = self._record_choice(ex, ex.predict, q, choice, f"a prediction on {q.id}")
         run = measured(ex, q, lang)
         options = [QuizOption(o.text.get(lang, ""), o.why.get(lang, ""), i == q.answer) for i, o in enumerate(q.options)]
         return PredictAnswer(ex.key, q.id, choice, q.answer, correct, q.options[choice].why.get(lang, ""), options,
                              run["result_text"], run["values"], run["series"], run["chart"], run["explanation"],
                              run["run_error"], run["cached"], score, recorded)
+
+    # -- the spot-the-bug drill ------------------------------------------------------------------------
+    @gated
+    def bug_diff(self, ex: Exercise, code: str, *, lang: str = "en") -> BugDiff:
+        """The learner's change against buggy.py (nothing graded or recorded): ``changes`` (one
+        sentence), ``hunks``, ``changed_lines`` and ``diff`` (unified text)."""
+        from alignlings.practice import bugdrill
+
+        if not ex.kind_spec.starts_from_buggy_file:
+            raise UsageError("ID", f"{ex.key!r} is not a spot-the-bug drill", missing=True)
+        hunks = bugdrill.changes(ex.buggy_source, code)
+        return BugDiff(ex.key, bugdrill.describe_changes(hunks, lang), hunks,
+                       sorted({n for h in hunks if h["new"] for n in range(h["new"][0], h["new"][1] + 1)}),
+                       bugdrill.unified_diff(ex.buggy_source, code))
+
+    def bug_story(self, ex: Exercise, *, lang: str = "en") -> str | None:
+        """The story of the real bug, once the drill is solved (None before)."""
+        return ex.texts(lang).story if self._row(ex).get("solved") else None
 
     # -- the cloze drill -------------------------------------------------------------------------------
     def next_cloze(self) -> Exercise | None:
@@ -754,17 +831,17 @@ class Practice(InterviewMixin):
         row = self._row(ex)
         return ex.kind_spec.graded_as_file and not row.get("solved") and not row.get("revealed")
 
+    @gated
     def cloze_open(self, ex: Exercise, *, lang: str = "en") -> bool:
         """Open the drill: the solution counts as seen when it was not yet; True when it now is.
         Refused (``Locked``) on a track locked for this learner, like a check or a hint."""
-        self._refuse_during_interview(lang)
-        self._refuse_if_locked(ex, lang)
         if not self.cloze_reveals(ex):
             return False
         self._safely(f"the reveal of {ex.key} by its cloze drill",
                      lambda: self.store.record_solution_revealed(ex.id, pack=ex.pack))
         return True
 
+    @gated
     def cloze_draw(self, ex: Exercise, *, lang: str = "en", ratio: float = DEFAULT_CLOZE_RATIO,
                    seed: int | None = None) -> ClozeDraw:
         """Mask random tokens of the snippet (past mistakes come back more often); a draw shows the
@@ -784,14 +861,13 @@ class Practice(InterviewMixin):
         return ClozeDraw(ex.key, seed, ratio, source, len(positions), masked,
                          cz.counter_text(len(positions), len(masked), lang), revealed)
 
+    @gated
     def cloze_check(self, ex: Exercise, masked: list[str], answers: dict[str, str], *,
                     lang: str = "en") -> ClozeChecked:
         """Grade answers for the masked positions (a different token that behaves the same is run in
         the sandbox and accepted), then record the round (a store failure never hides the verdict)."""
-        self._refuse_during_interview(lang)
         from alignlings.practice import cloze as cz
 
-        self._refuse_if_locked(ex, lang)
         if not masked:
             raise UsageError("masked", "empty: give the keys of the positions your draw masked")
         source = cz.snippet_source(ex, lang)
@@ -881,6 +957,8 @@ class Practice(InterviewMixin):
         engine = self.review()
         item = self.review_item(pack_id, key)
         kind = rv.kind_of(self.course, item)  # how its items are graded and what a wrong answer may show
+        if not item.exercise.startswith(rv.BANK):  # the gate (:func:`gated`), once the item names its exercise
+            self._refuse_if_locked(self.course.get(item.exercise), lang)
         try:
             result = rv.check(engine, item, answer, grader=self.grader() if kind.review_needs_grader else None,
                               lang=lang)
@@ -891,7 +969,7 @@ class Practice(InterviewMixin):
             if not row.get("solved") and not row.get("revealed"):  # the fill (or the fix) would solve it
                 result["expected"] = None
                 result["withheld"] = True
-        rating = rv.rate(result["correct"], kind=item.kind, hinted=hinted, seconds=seconds)
+        rating = rv.rate(result["correct"], hinted=hinted, seconds=seconds)
         schedule = counts = None
         try:
             schedule = engine.answer(item, rating, duration_ms=None if seconds is None else int(seconds * 1000),
@@ -903,7 +981,7 @@ class Practice(InterviewMixin):
             recorded = False
         return ReviewAnswer(item.key, item.kind, result, rv.RATING_NAMES[rating], schedule, counts, recorded)
 
-    def review_rate(self, pack_id: str, key: str, rating: str) -> ReviewRated:
+    def review_rate(self, pack_id: str, key: str, rating: str, *, lang: str = "en") -> ReviewRated:
         """The learner says the right answer they just gave to ``key`` was hard (``"hard"``) or too
         easy (``"easy"``), or keeps it as it was rated (``"good"``): that same review is re-rated and
         the item re-scheduled (no review is added). Only the item just answered right, and only by
@@ -914,6 +992,7 @@ class Practice(InterviewMixin):
             raise UsageError("rating", f"expected one of {', '.join(rv.RERATINGS)}, got {rating!r}")
         engine = self.review()
         item = self.review_item(pack_id, key)
+        self._refuse_if_locked(self.course.get(item.exercise), lang)  # the gate (:func:`gated`)
         schedule = counts = None
         try:
             schedule = engine.rerate(item, rv.RERATINGS[rating])
@@ -956,13 +1035,7 @@ class Practice(InterviewMixin):
     def next_exercise(self, after: Exercise | None = None) -> Exercise | None:
         """What to do next, as rustlings says after a pass: the first unsolved exercise after ``after``
         in the course's track order, else the first unsolved one before it; None when all are solved."""
-        summary = self.summary()
-        order = [key for track in self.course.tracks for key in track.exercises]
-        start = order.index(after.key) + 1 if after is not None and after.key in order else 0
-        for key in order[start:] + order[:start]:
-            if not summary.exercises[key].solved:
-                return self.course.exercises[key]
-        return None
+        return self.summary().next_exercise(self.course, after)
 
     def welcome(self) -> bool:
         """True the first time (and the welcome is marked as shown)."""

@@ -18,7 +18,7 @@ from alignlings import i18n
 from alignlings.practice import bugdrill
 from alignlings.practice.pack import Exercise
 from alignlings.web import render
-from alignlings.web.context import get_exercise, lang_of, practice, render_page
+from alignlings.web.context import call, get_exercise, lang_of, practice, render_page
 from alignlings.web.helpers import hints_taken, neighbours, page, web_statement
 from alignlings.web.i18n import learner, ui
 
@@ -56,10 +56,9 @@ def diff(request: Request, exercise_id: str, body: DiffBody) -> dict:
     ``hunks``, ``diff`` (unified text) and ``html``. Nothing is graded or recorded."""
     lang = lang_of(request)
     ex = bug_exercise(request, exercise_id)
-    hunks = bugdrill.changes(ex.buggy_source, body.code)
-    return {"changes": bugdrill.describe_changes(hunks, lang), "hunks": hunks,
-            "changed_lines": sorted({n for h in hunks if h["new"] for n in range(h["new"][0], h["new"][1] + 1)}),
-            "diff": bugdrill.unified_diff(ex.buggy_source, body.code), "html": diff_html(ex.buggy_source, body.code)}
+    done = call(practice(request).bug_diff, ex, body.code, lang=lang)  # the session's gate: a locked track refuses
+    return {"changes": done.changes, "hunks": done.hunks, "changed_lines": done.changed_lines, "diff": done.diff,
+            "html": diff_html(ex.buggy_source, body.code)}
 
 
 @router.get("/api/bug/{exercise_id:path}/story", tags=["exercises"])
@@ -67,21 +66,16 @@ def story(request: Request, exercise_id: str) -> dict:
     """The story of the real bug (Markdown and HTML), once the drill is solved; 403 before."""
     lang = lang_of(request)
     ex = bug_exercise(request, exercise_id)
-    if not practice(request).summary().exercises[ex.key].solved:
+    text = practice(request).bug_story(ex, lang=lang)  # the session's rule: once solved
+    if text is None:
         raise HTTPException(403, "the story is shown once the drill is solved")
-    text = ex.texts(lang).story
     return {"story": text, "html": render.markdown(text)}
 
 
 def last_code(request: Request, ex: Exercise) -> str | None:
-    """The learner's latest file since the last reset, if any."""
-    for attempt in reversed(practice(request).attempts(ex)):  # [] when the store cannot be read
-        get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
-        if get("before_reset"):
-            break
-        if get("code"):
-            return str(get("code"))
-    return None
+    """The learner's latest file since the last reset, if any (the session's rule)."""
+    latest = practice(request).latest_attempt(ex)
+    return latest["code"] if latest else None
 
 
 @page("bug")
@@ -90,7 +84,8 @@ def bug_page(request: Request, ex: Exercise):
     lang = lang_of(request)
     texts = ex.texts(lang)
     taken = hints_taken(request, ex)  # as the hint route records them
-    solved = practice(request).summary().exercises[ex.key].solved
+    story = practice(request).bug_story(ex, lang=lang)
+    solved = story is not None
     prev, nxt = neighbours(request, ex, lang)
     code = last_code(request, ex) or ex.buggy_source
     strings = STRINGS.get(lang, STRINGS["en"])
@@ -98,7 +93,7 @@ def bug_page(request: Request, ex: Exercise):
         request, ex.kind_spec.template, nav="home", ex=ex, title=ex.title.get(lang, ex.id), s=strings,
         statement_html=render.markdown(web_statement(texts.statement)), code=code,
         hints=[render.inline_markdown(h) for h in texts.hints[:taken]], hints_total=len(texts.hints),
-        solved=solved, story_html=render.markdown(texts.story) if solved else "",
+        solved=solved, story_html=render.markdown(story) if story is not None else "",
         diff_html=diff_html(ex.buggy_source, code), prev=prev, next=nxt,
         client={"lang": lang, "t": ui(lang), "s": strings, "exercise": ex.key, "buggy": ex.buggy_source,
                 "next": nxt, "l": learner(lang)})

@@ -110,12 +110,8 @@ class ClassroomMiddleware:
         state["learner"] = learner
         state["learner_token"] = token
         state["ctx"] = LearnerContext(self.context, self.context.store.for_learner(learner["id"]), learner)
-        key = _graded_exercise(scope, self.context.pack)
-        if key is not None:
-            reason = await run_in_threadpool(lock_reason_of_exercise, self.context, learner["id"], key,
-                                             _scope_lang(scope))
-            if reason:
-                return await _send_error(scope, send, 403, reason)
+        # who is asking is settled here; whether they may (a locked track) is the session's gate
+        # (practice.session.gated), which every route's action passes: a refusal is a 403 with its reason
         return await self.app(scope, receive, send)
 
     async def _teacher(self, scope, receive, send):
@@ -177,10 +173,6 @@ def _query_token(scope) -> str | None:
 
 def _s(request: Request) -> dict[str, str]:
     return STRINGS.get(lang_of(request), STRINGS["en"])
-
-
-def _scope_lang(scope) -> str:
-    return resolve_lang(Request(scope)) if scope["type"] == "http" else "en"
 
 
 def _scope_strings(scope) -> dict[str, str]:
@@ -300,34 +292,6 @@ def in_class(request: Request) -> bool:
 
 
 # -- locked tracks (the teacher's plan) ------------------------------------------------------------
-GRADED = ("check", "hint", "solution")  # what a locked track refuses: /api/exercises/KEY/<one of these>
-
-
-def _graded_exercise(scope, course) -> str | None:
-    """The exercise key of a POST that checks work on it (``/api/exercises/KEY/check``, its hints and
-    solution, ``/api/bug/KEY/diff``, an answer to one of its questions ``/api/quiz/QID``, a prediction
-    ``/api/predict/KEY/QID`` or the predict page's form ``/exercises/KEY/predict``), else None."""
-    if scope["type"] != "http" or scope.get("method") != "POST":
-        return None
-    path = scope.get("path", "")
-    if path.startswith("/api/quiz/"):
-        qid = path[len("/api/quiz/"):]
-        for ex in course:
-            if ex.kind_spec.answered_by_choice and any(qid in (q.id, f"{ex.pack}/{q.id}") for q in ex.quiz):
-                return ex.key  # the first match, as web/quiz.py's find_question picks it
-        return None
-    if path.startswith("/api/predict/"):  # a prediction: /api/predict/KEY/QID
-        key = path[len("/api/predict/"):].rpartition("/")[0]
-        return key or None
-    if path.startswith("/exercises/") and path.endswith("/predict"):  # the predict page's form
-        return path[len("/exercises/"):-len("/predict")] or None
-    for prefix, actions in (("/api/exercises/", GRADED), ("/api/bug/", ("diff",))):
-        if path.startswith(prefix):
-            key, _, action = path[len(prefix):].rpartition("/")
-            return key if key and action in actions else None
-    return None
-
-
 def lock_reasons(context: WebContext, learner: str, lang: str = "en") -> dict[str, str]:
     """Track key -> why it is locked for ``learner``, in ``lang``: the tracks the teacher locked whose
     ``requires`` the learner has not all solved yet (each required track: every exercise solved)."""
@@ -379,27 +343,29 @@ def status_of(row: dict) -> str:
     return status(row)
 
 
-def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None) -> list[dict]:
+def class_progress(context: WebContext, pack_id: str | None = None, track: str | None = None,
+                   computed: Any = None) -> list[dict]:
     """One row per learner and exercise: ``learner`` (id), ``name``, ``exercise`` (key), ``pack``,
     ``track``, ``status`` (solved, attempted, not_started), ``attempts``, ``hints`` (both kinds: the
     exercise's and per blank), ``solution_seen``; only the exercises of ``pack_id`` and ``track`` when
     given (``practice.report.selected``). ``Practice.class_report``: a few queries per pack, however
-    many learners."""
+    many learners. ``computed``: the request's ``Practice.class_report``, when it has one already."""
     from alignlings.practice import report
     from alignlings.practice.session import Practice
 
     pack = context.pack
     wanted = {ex.key: report.track_of(pack, ex) for ex in report.selected(pack, pack_id, track)}
-    return [row | {"track": wanted[row["exercise"]]}
-            for row in Practice(context.store, pack).class_report().progress if row["exercise"] in wanted]
+    computed = computed or Practice(context.store, pack).class_report()
+    return [row | {"track": wanted[row["exercise"]]} for row in computed.progress if row["exercise"] in wanted]
 
 
-def class_misconceptions(context: WebContext, lang: str = "en") -> list[dict]:
+def class_misconceptions(context: WebContext, lang: str = "en", computed: Any = None) -> list[dict]:
     """Per misconception: how many learners' attempts hit it (``learners``, most common first), the
-    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``)."""
+    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``;
+    ``computed``: the request's, when it has one already)."""
     from alignlings.practice.session import Practice
 
-    return Practice(context.store, context.pack).class_report(lang).misconceptions
+    return (computed or Practice(context.store, context.pack).class_report(lang)).misconceptions
 
 
 def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
@@ -442,22 +408,24 @@ def _filters(request: Request) -> tuple[str | None, str | None]:
 
 def class_report(context: WebContext, lang: str = "en", pack_id: str | None = None,
                  track: str | None = None) -> dict:
-    """Who is stuck where: per learner and per exercise (``practice.report``)."""
+    """Who is stuck where: per learner and per exercise (``practice.report``), one read of the history."""
     from alignlings.practice import report
 
-    return {"learners": report.learner_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track),
-            "exercises": report.exercise_rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)}
+    return report.rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)
 
 
 @router.get("/api/teacher/class", tags=["classroom"])
 def class_json(request: Request) -> dict:
     """The class: learners, learners x exercises, misconceptions and the report of who is stuck
     where (teacher token only); ``?pack=`` and ``?track=`` select exercises."""
+    from alignlings.practice.session import Practice
+
     context = _teacher_context(request)
     pack_id, track = _filters(request)
     lang = lang_of(request)
-    return {"learners": context.store.learners(), "progress": class_progress(context, pack_id, track),
-            "misconceptions": class_misconceptions(context, lang),
+    computed = Practice(context.store, context.pack).class_report(lang)  # once per request
+    return {"learners": computed.learners, "progress": class_progress(context, pack_id, track, computed),
+            "misconceptions": class_misconceptions(context, lang, computed),
             "report": class_report(context, lang, pack_id, track)}
 
 
@@ -513,9 +481,11 @@ def teacher_page(request: Request):
     lang, s = lang_of(request), _s(request)
     pack_id, track = _filters(request)
     from alignlings.practice import report as rp
+    from alignlings.practice.session import Practice
 
-    learners = context.store.learners()
-    progress = class_progress(context, pack_id, track)
+    computed = Practice(context.store, context.pack).class_report(lang)  # once per request
+    learners = computed.learners
+    progress = class_progress(context, pack_id, track, computed)
     cells = {(r["learner"], r["exercise"]): r for r in progress}
     chosen = rp.selected(context.pack, pack_id, track)
     exercises = [{"key": ex.key, "title": ex.title.get(lang, ex.id), "track": rp.track_of(context.pack, ex)}
@@ -524,7 +494,7 @@ def teacher_page(request: Request):
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
     query = "&".join(f"{k}={v}" for k, v in (("pack", pack_id), ("track", track)) if v)
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
-                       table=table, misconceptions=class_misconceptions(context, lang),
+                       table=table, misconceptions=class_misconceptions(context, lang, computed),
                        class_code=current_class_code(request.app), learners=learners,
                        removed=context.store.learners(removed=True),
                        report=class_report(context, lang, pack_id, track), duration=_duration,

@@ -56,22 +56,15 @@ def _blanks(ex: Exercise) -> list[bl.Blank]:
 def last_attempt(request: Request, ex: Exercise) -> tuple[dict[int, str], list[dict[str, Any]]]:
     """The latest attempt since the last reset: its fills (to put back into the inputs) and the
     ✓/✗ mark of each blank (``index``, ``fill``, ``passed``, ``message``). Empty if none."""
-    attempts = practice(request).attempts(ex)  # [] when the store cannot be read: never a failed page
-    for attempt in reversed(attempts):
-        get = attempt.get if isinstance(attempt, dict) else lambda k, d=None: getattr(attempt, k, d)
-        if get("before_reset"):
-            break
-        if get("level"):  # an attempt at level 4 or 5 (web/levels.py) is another file: the fill-in's stays
-            continue
-        code = get("code")
-        if code:
-            found = bl.extract_fills(code, ex.solution_source, _blanks(ex))
-            fills: dict[int, str] = {i: f for i, f in found.items() if f and f != bl.PLACEHOLDER}
-            marks = [{"index": b.get("index"), "fill": fills.get(int(b.get("index") or 0), ""), "passed": b.get("passed"),
-                      "message": b.get("message") or ""}
-                     for b in ((get("verdict") or {}).get("blanks") or []) if isinstance(b, dict)]
-            return fills, marks
-    return {}, []
+    latest = practice(request).latest_attempt(ex, level=0)  # the session's rule; None when the store cannot be read
+    if latest is None:
+        return {}, []
+    found = bl.extract_fills(latest["code"], ex.solution_source, _blanks(ex))
+    fills: dict[int, str] = {i: f for i, f in found.items() if f and f != bl.PLACEHOLDER}
+    marks = [{"index": b.get("index"), "fill": fills.get(int(b.get("index") or 0), ""), "passed": b.get("passed"),
+              "message": b.get("message") or ""}
+             for b in (latest["verdict"].get("blanks") or []) if isinstance(b, dict)]
+    return fills, marks
 
 
 def last_fills(request: Request, ex: Exercise) -> dict[int, str]:

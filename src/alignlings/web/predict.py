@@ -35,7 +35,7 @@ STYLES = (("#1f5fa8", ""), ("#b3401a", "6 4"), ("#2b7a3d", "2 3"), ("#6b3fa0", "
 
 def predict_exercise(request: Request, exercise_id: str) -> Exercise:
     ex = get_exercise(request, exercise_id)
-    if ex.kind_spec.name != "predict":
+    if not ex.kind_spec.asks_predictions:
         raise HTTPException(404, f"{exercise_id!r} is not a predict item")
     return ex
 

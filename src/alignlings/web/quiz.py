@@ -45,7 +45,7 @@ def answer(request: Request, qid: str, body: AnswerBody) -> dict:
     lang = lang_of(request)
     ex, q = find_question(request, qid)
     result = call(practice(request).quiz_answer, ex, q, body.choice, lang=lang)
-    out = answer_payload(q, body.choice, lang)
+    out = answer_payload(q, body.choice, lang, correct=result.correct)  # the session's verdict
     out["progress"] = result.progress
     out["recorded"] = result.recorded
     if result.score is not None:  # the last question closes a round (recorded like `alignlings quiz` does)
@@ -53,17 +53,12 @@ def answer(request: Request, qid: str, body: AnswerBody) -> dict:
     return out
 
 
-def answer_payload(q: QuizQuestion, choice: int, lang: str) -> dict:
-    """Whether ``choice`` is right, and why every option is or is not."""
-    return {"id": q.id, "choice": choice, "answer": q.answer, "correct": choice == q.answer,
+def answer_payload(q: QuizQuestion, choice: int, lang: str, *, correct: bool) -> dict:
+    """Whether ``choice`` is right (``correct``: as the session judged it), and why every option is or is not."""
+    return {"id": q.id, "choice": choice, "answer": q.answer, "correct": correct,
             "options": [{"text": o.text.get(lang, ""), "why": o.why.get(lang, ""),
                          "why_html": render.inline_markdown(o.why.get(lang, "")), "correct": i == q.answer}
                         for i, o in enumerate(q.options)]}
-
-
-def round_answers(request: Request, ex: Exercise) -> dict[str, int]:
-    """The choice for each of the quiz's questions answered since the round started ("retake")."""
-    return practice(request).quiz_round(ex).answered
 
 
 class RetakeBody(BaseModel):
@@ -91,13 +86,12 @@ def quiz_page(request: Request, only: str | None = None):
     title = exercises[0].title.get(lang, exercises[0].id) if len(exercises) == 1 else ui(lang)["nav_quiz"]
     answered, rounds = {}, []
     for ex in exercises:
-        latest = round_answers(request, ex)
+        current = practice(request).quiz_round(ex)  # the round's answers and score, as the session keeps them
         for q in ex.quiz:
-            if q.id in latest:
-                answered[q.id] = answer_payload(q, latest[q.id], lang)
-        right = sum(1 for q in ex.quiz if answered.get(q.id, {}).get("correct"))
-        rounds.append({"exercise": ex.key, "answered": sum(1 for q in ex.quiz if q.id in answered),
-                       "right": right, "total": len(ex.quiz)})
+            if q.id in current.answered:
+                answered[q.id] = answer_payload(q, current.answered[q.id], lang, correct=current.correct[q.id])
+        rounds.append({"exercise": ex.key, "answered": len(current.answered), "right": current.right,
+                       "total": current.total})
     prev = nxt = None
     if only and len(exercises) == 1:  # a bug-or-not drill: an exercise among the others (issue 22)
         prev, nxt = neighbours(request, exercises[0], lang)

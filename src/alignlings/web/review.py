@@ -132,7 +132,7 @@ class RateBody(BaseModel):
 def rate(request: Request, body: RateBody) -> dict:
     """After a right answer, the learner says it was hard or too easy: that same review is re-rated
     and the item re-scheduled (no review is added); 422 for an item not just answered right."""
-    done = call(practice(request).review_rate, body.pack, body.item, body.rating)
+    done = call(practice(request).review_rate, body.pack, body.item, body.rating, lang=lang_of(request))
     return {"rating": done.rating, "schedule": done.schedule, "counts": done.counts, "recorded": done.recorded}
 
 

@@ -14,6 +14,7 @@ kind gets the review module as an argument (``rv``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from alignlings.i18n import LANGS
@@ -22,6 +23,22 @@ from alignlings.practice.packdata import PackError, QuizQuestion, read_quiz_ques
 if TYPE_CHECKING:
     from alignlings.practice.blanks import Blank
     from alignlings.practice.pack import Exercise
+
+
+@dataclass(frozen=True)
+class ReviewItemKind:
+    """A kind of spaced-review item (issue 30 §2), registered by the exercise kinds that bring it: an
+    item's key is ``NAME/REST`` where REST starts with what ``names`` says, an exercise id
+    ("exercise") or a question id ("question"). The store's import validation, review and the pack
+    loader all ask :data:`REVIEW_ITEM_KINDS`, so a kind of item cannot be known to one and not another."""
+
+    name: str
+    names: str  # "exercise" or "question": what the key's part after NAME/ names
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name or self.names not in ("exercise", "question"):
+            raise ValueError(f"ReviewItemKind: expected a name without '/' naming an exercise or a question, "
+                             f"got {self.name!r}, {self.names!r}")
 
 
 class Kind:
@@ -67,6 +84,12 @@ class Kind:
         """The reference solution as the learner is shown it (``grader.solution_for``)."""
         raise PackError(f"exercise {ex.id!r} is a {self.name}, it has no solution file")
 
+    asks_predictions: bool = False  # its questions are predictions of a run (``predictions``)
+
+    def predictions(self, ex: Exercise) -> tuple[Any, ...]:
+        """The predictions it asks (``Exercise.predict``): none unless ``asks_predictions``."""
+        return ()
+
     def questions(self, ex: Exercise) -> tuple[QuizQuestion, ...]:
         """The questions answered by choosing an option (``Exercise.quiz``)."""
         return read_quiz_questions(ex.path / self.questions_file)
@@ -105,6 +128,7 @@ class Kind:
     # ``rv`` is the module practice.review, passed in by it: a kind never imports review, which
     # imports the pack loader and the grader (an import circle through this package otherwise).
     review_needs_grader: bool = True  # its review answers are graded in the grader's sandbox
+    review_item_kinds: tuple[ReviewItemKind, ...] = ()  # the kinds of review item its exercises bring
 
     def review_items(self, rv: Any, ex: Exercise) -> list[Any]:
         """The ``rv.Item`` s this exercise brings to spaced review."""
@@ -155,16 +179,33 @@ def question_text_problems(ex: Exercise) -> list[str]:
 
 
 REGISTRY: dict[str, Kind] = {}
+REVIEW_ITEM_KINDS: dict[str, ReviewItemKind] = {}  # every kind of review item, from the exercise kinds
 
 
 def register(kind: Kind) -> Kind:
-    """Add ``kind`` under its name; a second kind with the same name is an error."""
+    """Add ``kind`` under its name, and the review-item kinds it brings; a second kind with the same
+    name, or a review-item kind registered twice with different meanings, is an error."""
     if not isinstance(kind, Kind) or not kind.name:
         raise TypeError(f"register: expected a Kind instance with a name, got {kind!r}")
     if kind.name in REGISTRY and REGISTRY[kind.name] is not kind:
         raise ValueError(f"register: kind {kind.name!r} is already registered ({REGISTRY[kind.name]!r})")
+    for item in kind.review_item_kinds:
+        if REVIEW_ITEM_KINDS.get(item.name, item) != item:
+            raise ValueError(f"register: review item kind {item.name!r} is already registered as "
+                             f"{REVIEW_ITEM_KINDS[item.name]!r}")
     REGISTRY[kind.name] = kind
+    for item in kind.review_item_kinds:
+        REVIEW_ITEM_KINDS.setdefault(item.name, item)
     return kind
+
+
+def review_item_kind(name: str) -> ReviewItemKind:
+    """The review-item kind called ``name``; a clear error naming the known ones otherwise."""
+    try:
+        return REVIEW_ITEM_KINDS[name]
+    except KeyError:
+        raise KeyError(f"kind: unknown review item kind {name!r}, expected one of "
+                       f"{', '.join(REVIEW_ITEM_KINDS)}") from None
 
 
 def get(name: str) -> Kind:

@@ -5,10 +5,11 @@ the buggy file again, graded as a whole file."""
 
 from __future__ import annotations
 
-from alignlings.practice.kinds import Kind, register, skeletons
+from alignlings.practice.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Bug(Kind):
+    review_item_kinds = (ReviewItemKind("bug", "exercise"),)
     name = "bug"
     label = {"en": "spot the bug", "zh": "找 bug"}
     graded_as_file = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from alignlings.i18n import LANGS
 from alignlings.practice import blanks as bl
-from alignlings.practice.kinds import Kind, register, skeletons
+from alignlings.practice.kinds import Kind, ReviewItemKind, register, skeletons
 
 MIN_MISCONCEPTIONS = 3  # named wrong answers with feedback, so a wrong blank is explained
 MIN_BLANK_HINTS = 2  # per blank, when an exercise gives per-blank hints at all
@@ -25,6 +25,8 @@ def given_blank_hints(ex, lang: str) -> tuple:
 
 
 class Fill(Kind):
+    review_item_kinds = (ReviewItemKind("exercise", "exercise"), ReviewItemKind("misconception", "exercise"),
+                         ReviewItemKind("cloze", "exercise"), ReviewItemKind("level", "exercise"))
     name = "code"
     author_name = "fill"
     label = {"en": "fill-in", "zh": "填空"}

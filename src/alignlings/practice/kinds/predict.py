@@ -15,10 +15,11 @@ import tomllib
 from pathlib import Path
 
 from alignlings.i18n import LANGS
-from alignlings.practice.kinds import Kind, register, skeletons
+from alignlings.practice.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Predict(Kind):
+    review_item_kinds = (ReviewItemKind("predict", "question"),)
     name = "predict"
     label = {"en": "predict", "zh": "预测"}
     web_page = "predict"  # web/predict.py
@@ -28,6 +29,12 @@ class Predict(Kind):
     cli_answer = "predict"
     texts_need_hints = False  # a statement only (``TEXT_KEYS``): see ``text_problems``
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader
+    asks_predictions = True
+
+    def predictions(self, ex):
+        from alignlings.practice.predict import load_questions
+
+        return load_questions(ex)
 
     def review_items(self, rv, ex):
         return [rv.Item(f"predict/{q.id}", "predict", ex.pack, ex.key, q.concepts, question=q.id) for q in ex.predict]

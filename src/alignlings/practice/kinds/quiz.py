@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from alignlings.practice.kinds import Kind, register, skeletons
+from alignlings.practice.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Quiz(Kind):
+    review_item_kinds = (ReviewItemKind("quiz", "question"),)  # a bug-or-not drill's questions too
     name = "quiz"
     label = {"en": "quiz", "zh": "测验"}
     answered_by_choice = True

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from alignlings.practice.sandbox.limits import (
     _JOB_UID_BASE,
@@ -234,7 +234,7 @@ def _cold_probe(mode: str) -> tuple[bool, str, dict]:
         if mode in _cold_probes:
             return _cold_probes[mode]
         if mode == "bubblewrap" and shutil.which("bwrap") is None:
-            answer = (False, "bwrap not found on PATH", {})
+            answer: tuple[bool, str, dict] = (False, "bwrap not found on PATH", {})
         else:
             try:
                 r = _cold_spawn("alignlings.practice.sandbox.job:_probe_job", {}, Limits(wall_seconds=60), None,
@@ -270,6 +270,7 @@ def run_job(target: str, payload: dict, *, limits: Limits = Limits(), workdir_fi
     _check_call(target, payload)
     if isolation not in ISOLATION_MODES:
         raise ValueError(f"isolation: expected one of {ISOLATION_MODES}, got {isolation!r}")
+    probe: dict[str, Any]
     mode, text, probe = "rlimits", "", {}
     if isolation in ("auto", "namespaces"):
         works, why, probe = _cold_probe("bubblewrap")

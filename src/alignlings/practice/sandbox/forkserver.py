@@ -114,7 +114,7 @@ def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Se
             if pid == 0:
                 _become_job(req, out_w, res_w, False, close_fds)
     except OSError:
-        if cgroup is not None:
+        if cgroup is not None and _pids_parent is not None:
             _remove_pids_cgroups(_pids_parent, only=cgroup)
         raise
     if cgroup is not None:
@@ -255,6 +255,7 @@ def _serve_main() -> None:
                 getattr(module, fn)()  # e.g. warm caches once, for every job
     except BaseException as exc:  # noqa: BLE001 - reported to the caller, which raises
         ready["error"] = f"preloading {item!r} failed: {type(exc).__name__}: {exc}"
+    probe: dict[str, Any]
     namespaces, why, probe = False, "asked for rlimits only", {}
     _visible_paths(config["python_path"])  # computed once here, inherited by every job
     if "error" not in ready:
@@ -298,10 +299,11 @@ def _serve_main() -> None:
     if "error" in ready:
         os._exit(1)
     for stream in (sys.stdout, sys.stderr):  # how every job's fds 1 and 2 will be written
-        stream.reconfigure(line_buffering=True, write_through=True, errors="backslashreplace")
+        stream.reconfigure(line_buffering=True, write_through=True, errors="backslashreplace")  # type: ignore[union-attr]
     jobs: dict[int, socket.socket] = {}
     while True:
-        readable, _, _ = select.select([listener, wake_r, 0], [], [])
+        watched: list[Any] = [listener, wake_r, 0]
+        readable, _, _ = select.select(watched, [], [])
         if 0 in readable:  # EOF on the lifeline: the caller is gone
             for pid in jobs:
                 os.kill(pid, signal.SIGKILL)
@@ -328,7 +330,7 @@ def _serve_main() -> None:
                 continue
             own = [listener.fileno(), wake_r.fileno(), wake_w.fileno(), conn.fileno(),
                    *(c.fileno() for c in jobs.values())]
-            pid = _start_job(conn, namespaces, own)
+            pid = _start_job(conn, namespaces, own)  # type: ignore[assignment]  # None: refused, handled here
             if pid is None:
                 conn.close()
             else:

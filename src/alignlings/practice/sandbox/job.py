@@ -46,7 +46,7 @@ def _forbid_new_processes() -> None:
             setattr(os, name, blocked(f"os.{name}"))
     _posixsubprocess.fork_exec = blocked("subprocess")
     if "subprocess" in sys.modules:  # it copied the function at import (torch imports it)
-        sys.modules["subprocess"]._fork_exec = _posixsubprocess.fork_exec
+        sys.modules["subprocess"]._fork_exec = _posixsubprocess.fork_exec  # type: ignore[attr-defined]
 
 
 def _apply_rlimits(limits: Limits, *, nproc: int | None) -> None:

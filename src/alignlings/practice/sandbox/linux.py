@@ -10,7 +10,7 @@ import os
 import platform
 import re
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 
@@ -40,7 +40,7 @@ _MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEX
                        "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 
 
-_ARCHES = {
+_ARCHES: dict[str, dict[str, Any]] = {
     "x86_64": {"audit": 0xC000003E, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59,
                "execveat": 322, "seccomp": 317, "capset": 126, "pivot_root": 155, "unshare": 272, "setns": 308, "x32": True,
                "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438},
@@ -60,7 +60,7 @@ try:
     _libc.unshare.argtypes = [ctypes.c_int]
     _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 except (OSError, AttributeError):  # not glibc/Linux: namespaces and seccomp are simply unavailable
-    _libc = None
+    _libc = None  # type: ignore[assignment]  # every caller checks it first
 
 
 def _oserror(what: str) -> OSError:

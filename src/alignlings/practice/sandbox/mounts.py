@@ -81,7 +81,7 @@ def job_tree() -> str:
     global _job_tree_path
     running = sys.modules.get("alignlings")
     if getattr(running, "_REAL_PACKAGE", None):  # this process (a fork server, a job) runs from a tree
-        return str(Path(running.__file__).resolve().parents[1])
+        return str(Path(getattr(running, "__file__", "")).resolve().parents[1])
     with _job_tree_lock:
         if _job_tree_path is not None and os.path.isdir(_job_tree_path):
             return _job_tree_path

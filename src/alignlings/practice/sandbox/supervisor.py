@@ -175,7 +175,7 @@ def _human_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-_SIGNAL_WORDS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
+_SIGNAL_WORDS: dict[int, str] = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error",
                  signal.SIGILL: "illegal instruction", signal.SIGFPE: "arithmetic error", signal.SIGABRT: "aborted"}
 
 
@@ -238,7 +238,7 @@ def _classify(outcome: _Outcome, limits: Limits, *,
         return fail("crashed", f"the code wrote a file larger than {_human_bytes(limits.file_size_bytes)} "
                                "and was stopped")
     try:
-        name = signal.Signals(sig).name
+        name = signal.Signals(sig).name  # type: ignore[arg-type]  # None (neither): the ValueError below
     except ValueError:
         name = f"signal {sig}"
     if sig in _SIGNAL_WORDS:

@@ -117,6 +117,7 @@ class WarmSandbox:
         server = _Server(proc, socket_dir)
         config = {"preload": self._preload, "isolation": self._isolation_mode, "python_path": self._python_path,
                   "socket": server.socket_path}
+        assert proc.stdin is not None and proc.stdout is not None  # both PIPE
         proc.stdin.write(json.dumps(config).encode() + b"\n")
         proc.stdin.flush()
         weakref.finalize(self, _stop_server, server)
@@ -133,6 +134,7 @@ class WarmSandbox:
                     _stop_server(server)
                 server = self._server = self._start()
             if server.ready is None:
+                assert server.proc.stdout is not None
                 line = b""
                 if _readable(server.proc.stdout.fileno(), self._start_timeout):
                     line = server.proc.stdout.readline()
@@ -161,10 +163,13 @@ class WarmSandbox:
     @property
     def server_pid(self) -> int:
         """The fork server's pid (starting it if needed)."""
-        return self._ready_server().ready["pid"]
+        ready = self._ready_server().ready
+        assert ready is not None  # _ready_server waits for it
+        return ready["pid"]
 
     def isolation_for(self, limits: Limits = Limits()) -> str:
         ready = self._ready_server().ready
+        assert ready is not None  # _ready_server waits for it
         if ready["namespaces"]:
             return _describe("namespaces", _features(True, ready["probe"], limits.processes, limits.tasks))
         why = ready["why"] if self._isolation_mode == "rlimits" else f"namespaces unavailable: {ready['why']}"

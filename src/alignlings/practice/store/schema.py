@@ -410,9 +410,6 @@ _TABLES = {
     "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
     "review_log": ("uuid", "pack", "item", "rating", "reviewed_at", "source", "duration_ms", "answer"),
 }
-REVIEW_KINDS = ("cloze", "misconception", "exercise", "quiz", "bug", "level")  # an item key is "KIND/..." (practice.review)
-
-
 ATTEMPT_LEVELS = (4, 5)  # practice.levels.LEVELS; an attempt at the exercise's own level is 0
 
 

@@ -9,8 +9,7 @@ import uuid as uuidlib
 from collections.abc import Collection
 from typing import Any
 
-from alignlings.practice.store.schema import (_TABLES, DEFAULT_PACK, EVENT_KINDS, REVIEW_KINDS, _pack, _utc_iso,
-                                             attempt_level)
+from alignlings.practice.store.schema import _TABLES, DEFAULT_PACK, EVENT_KINDS, _pack, _utc_iso, attempt_level
 
 EXPORT_FORMAT = "alignlings-progress"
 EXPORT_VERSION = 3  # 2: rows carry "pack"; 3: "review_log" (spaced review); older files import as before
@@ -146,13 +145,15 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
                                      "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
                                      "correct": int(_field(r, "correct", bool, w)),
                                      "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
+    from alignlings.practice.kinds import REVIEW_ITEM_KINDS as item_kinds  # the one list (imported on use)
+
     for i, r in enumerate(_rows(data, "review_log")):
         w = f"review_log[{i}]"
         item = _field(r, "item", str, w)
         kind, sep, rest = item.partition("/")
-        if not sep or kind not in REVIEW_KINDS or not rest or len(item) > 400:
-            raise ValueError(f"{w}.item: expected KIND/..., KIND one of {', '.join(REVIEW_KINDS)}, got {item[:80]!r}")
-        if kind == "quiz":
+        if not sep or kind not in item_kinds or not rest or len(item) > 400:
+            raise ValueError(f"{w}.item: expected KIND/..., KIND one of {', '.join(item_kinds)}, got {item[:80]!r}")
+        if item_kinds[kind].names == "question":
             _known(rest, questions, "a quiz question", w + ".item")
         else:
             _known(rest.split("/")[0], exercises, "an exercise", w + ".item")
