@@ -30,7 +30,8 @@ REASON = EN["track_locked"].format(tracks=EN["track_name"].format(title="Warm-up
 ACTIONS = {"check", "hint", "reveal", "quiz_answer", "predict_answer", "cloze_open", "cloze_draw", "cloze_check",
            "bug_diff"}
 READS = {"attempts", "cloze_stats", "hint_state", "reset", "quiz_start", "quiz_round", "lock_reason",
-         "cloze_reveals", "predict_questions", "latest_attempt", "bug_story"}
+         "cloze_reveals", "predict_questions", "latest_attempt", "bug_story",
+         "start", "level_progress", "cloze_draw_issued"}  # start: the level file is generated, not the answer
 
 
 @pytest.fixture()

@@ -293,10 +293,10 @@ def test_cli_start_level_check_and_list(isolated):
     again = invoke("check", "dpo-loss", str(path), "--json")
     assert json.loads(again.output.strip().splitlines()[-1])["level"] == 4
     listed = invoke("list")
-    row = next(line for line in listed.output.splitlines() if line.strip().startswith("│ dpo-loss"))
-    assert "level reached" in listed.output and " 4 " in row.split("│")[6], row
+    row = next(line for line in listed.output.splitlines() if " dpo-loss " in f" {line} ")
+    assert "wrote" in listed.output and row.split()[row.split().index("dpo-loss") + 3] == "4", row  # kind, level, wrote
     zh = invoke("list", "--lang", "zh")
-    assert "已达等级" in zh.output
+    assert "手写" in zh.output
     watched = invoke("watch", "dpo-loss", "--level", "4", "--once")
     assert watched.exit_code == 0 and "Level 4" in watched.output
 

@@ -45,9 +45,8 @@ def legend(lang: str) -> str:
 
 def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
     """List the exercises by pack and track, with their level and your progress."""
-    from rich.text import Text
 
-    from alignlings.cli.layout import Column, grid
+    from alignlings.cli.layout import Column, grid, paragraph
 
     lang = resolve_lang(lang)
     p = load(pack)
@@ -75,4 +74,5 @@ def list_exercises(lang: LangOption = None, pack: PackOption = None) -> None:
             for line in grid(columns, rows, out.width):
                 out.print(line)
     out.print()
-    out.print(Text(legend(lang), style="dim"))
+    paragraph(out, t("legend_levels", lang), style="dim")
+    paragraph(out, legend(lang), style="dim")
