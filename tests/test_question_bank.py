@@ -96,3 +96,22 @@ def test_equal_rewards_give_zero_advantages():
     rewards = torch.ones(8)
     advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-4)  # TRL 1.16, scale_rewards="group"
     assert advantages.abs().max().item() == 0.0
+
+
+def test_dev_check_reports_a_broken_interview_question_at_its_line(tmp_path):
+    import shutil
+
+    from alignlings.practice import packlint
+    from alignlings.practice.pack import builtin_pack_path
+
+    folder = tmp_path / "bug-drills"
+    shutil.copytree(builtin_pack_path().parent / "bug-drills", folder)
+    path = folder / "interview" / "spot-the-bug.toml"
+    text = path.read_text(encoding="utf-8")
+    qid = qb.read_quiz_questions(path)[1].id
+    start = text.index(f'id = "{qid}"')
+    end = text.index("why.zh = ", start)
+    path.write_text(text[:end] + "# " + text[end:], encoding="utf-8")  # the first option's zh why is gone
+    problems = [p for p in packlint.lint_pack(load_pack(folder)) if p.path == path]
+    line = text[:start].count("\n") + 1
+    assert [(p.line, qid in p.message, "zh" in p.message) for p in problems] == [(line, True, True)], problems

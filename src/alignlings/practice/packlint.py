@@ -74,7 +74,22 @@ def lint_pack(pack: Pack, course: Pack | None = None) -> list[Problem]:
     for ex in pack:
         problems += lint_exercise(ex)
         problems += _concept_tags(ex, names)
-    return problems
+    return problems + _bank_problems(pack)
+
+
+def _bank_problems(pack: Pack) -> list[Problem]:
+    """The pack's interview questions (``interview/<track>.toml``, practice.questionbank), each problem at
+    its question's ``id`` line."""
+    from alignlings.practice import questionbank
+
+    out = []
+    for text in questionbank.bank_problems(pack):
+        where, _, message = text.partition(": ")
+        path = Path(where)
+        named = re.search(r"question '([^']+)'", message)
+        line = line_of(path, rf'^\s*id\s*=\s*"{re.escape(named.group(1))}"') if named else 1
+        out.append(Problem(path, line, message))
+    return out
 
 
 def _concept_names(course: Pack) -> dict[str, dict[str, str]]:
