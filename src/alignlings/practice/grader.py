@@ -639,12 +639,10 @@ class Grader:
         out: dict[int, dict] = {}
         error = (verdict.get("error") or {}).get("kind")
         if not isinstance(records, list) or not records:
-            for i in indices:
-                out[i] = {"passed": None if error else bool(verdict.get("cases")) and all(
-                    c["passed"] for c in verdict["cases"]), "load_error": None, "misconception": None,
-                          "failed_case": None, "error": error or None}
-                if out[i]["passed"] is None and not error:
-                    out[i]["error"] = "not reached"
+            cases_ok = bool(verdict.get("cases")) and all(c["passed"] for c in verdict["cases"])
+            for i in indices:  # never reached (an earlier error): the cases decide, or it is not checked
+                out[i] = {"passed": cases_ok, "load_error": None, "misconception": None, "failed_case": None,
+                          "error": None if cases_ok else (error or "not reached")}
             return out
         records = records[:4000]
         results = self._judge_records(exercise, records, indices) or [{"unjudged": "job"}] * len(records)
