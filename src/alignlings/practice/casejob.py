@@ -63,7 +63,7 @@ def load_module(code: str, name: str = "exercise", *, main: bool = False, record
     if recorder is not None:
         from alignlings.practice import record
 
-        compiled = record.compile_recorded(code, sites or [])
+        compiled = record.compile_recorded(code, sites or [], recorder=recorder)
         record.install(module.__dict__, recorder)
     else:
         compiled = compile(code, "exercise.py", "exec")
@@ -346,14 +346,22 @@ def judge_blanks(payload: dict) -> dict:
                 ns.pop(k, None)
             else:
                 ns[k] = v
+        wanted = sorted(rec.get("vjp") or {}) if isinstance(rec.get("vjp"), dict) else []
 
-        def run(fill: str, ns=ns, rng=rng) -> dict:
+        def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope) -> dict:
             if torch is not None and rng is not _OPAQUE and isinstance(rng, torch.Tensor):
                 torch.set_rng_state(rng.to(torch.uint8))
+            local = dict(ns)
+            for k in wanted:  # fresh leaves, so each fill's gradient is its own
+                if isinstance(scope.get(k), dict):
+                    local[k] = _rebuild(scope[k])
             try:
                 with contextlib.redirect_stdout(_CappedIO()):
-                    value = eval(compile(fill, "<blank>", "eval"), dict(ns))  # noqa: S307 - pack code
-                return record.encode_item(value)
+                    value = eval(compile(fill, "<blank>", "eval"), local)  # noqa: S307 - pack code
+                out = record.encode_item(value)
+                if wanted:
+                    out["vjp"] = record.gradients(value, {k: local[k] for k in wanted if k in local})
+                return out
             except Exception as exc:  # noqa: BLE001 - a fill may raise on the learner's values
                 return {"error": f"{type(exc).__name__}: {exc}"[:500]}
 

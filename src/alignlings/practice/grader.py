@@ -649,8 +649,9 @@ class Grader:
         meta = {m["name"]: m for m in trusted.meta}
         rtol = max([1e-4] + [m["rtol"] for m in trusted.blank_cases()])
         atol = max([1e-5] + [m["atol"] for m in trusted.blank_cases()])
+        visible = frozenset(m["name"] for m in trusted.meta if m["kind"] == "visible")
         for i in indices:
-            j = instrument.judge(i, records, results, rtol=rtol, atol=atol)
+            j = instrument.judge(i, records, results, rtol=rtol, atol=atol, visible=visible)
             entry: dict[str, Any] = {"passed": j.passed, "load_error": None, "misconception": j.misconception,
                                      "failed_case": None, "error": None}
             if j.passed is None:  # never reached, or a scope that cannot be judged: the cases decide

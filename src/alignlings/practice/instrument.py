@@ -124,7 +124,8 @@ def _span(node: ast.AST) -> dict:
 
 # -- judging -------------------------------------------------------------------------------------
 def _entry(entry: Any) -> tuple[str, Any]:
-    """("value", decoded), ("error", text), ("opaque", type name), or ("bad", why)."""
+    """("value", (decoded, carries a gradient, {name: gradient or None})), ("error", text),
+    ("opaque", type name), or ("bad", why)."""
     if not isinstance(entry, dict):
         return "bad", "not a dict"
     if "error" in entry and isinstance(entry["error"], str):
@@ -133,18 +134,48 @@ def _entry(entry: Any) -> tuple[str, Any]:
         return "opaque", str(entry["opaque"])[:60]
     if "v" in entry:
         try:
-            return "value", (vals.decode(entry["v"]), bool(entry.get("grad")))
+            vjp = {}
+            raw = entry.get("vjp")
+            if isinstance(raw, dict):
+                vjp = {str(k): (None if v is None else vals.decode(v)) for k, v in list(raw.items())[:64]}
+            return "value", (vals.decode(entry["v"]), bool(entry.get("grad")), vjp)
         except vals.DecodeError as exc:
             return "bad", str(exc)
     return "bad", "unknown form"
 
 
-def _differ(expected: tuple, got: tuple, rtol: float, atol: float) -> dict | None:
+def _learner(rec: dict) -> tuple[str, Any]:
+    if "value" in rec:
+        entry = rec["value"]
+        if isinstance(entry, dict) and "vjp" in rec:
+            entry = dict(entry, vjp=rec["vjp"])
+        return _entry(entry)
+    return "error", str(rec.get("error") or "")[:2000]
+
+
+def _zeros_like(x: Any) -> Any:
+    import numpy as np
+
+    return vals.TensorValue(x.dtype, np.zeros_like(x.array)) if isinstance(x, vals.TensorValue) else x
+
+
+def _differ(expected: tuple, got: tuple, rtol: float, atol: float, *, gradient: bool = True) -> dict | None:
     diff = vals.compare(expected[0], got[0], rtol=rtol, atol=atol, equal_nan=True)
     if diff is None and expected[1] != got[1]:
         return {"path": "value", "reason": "type",
                 "expected": "a tensor that carries the gradient" if expected[1] else "a tensor without gradient",
                 "got": "a tensor that carries the gradient" if got[1] else "a tensor without gradient (detached)"}
+    if diff is None and gradient:  # same value: the same gradient with respect to each input in scope
+        for name in sorted(got[2]):
+            e, g = expected[2].get(name), got[2].get(name)
+            if e is None and g is None:
+                continue
+            e = _zeros_like(g) if e is None else e
+            g = _zeros_like(e) if g is None else g
+            diff = vals.compare(e, g, rtol=max(rtol, 1e-4), atol=max(atol, 1e-6), equal_nan=True,
+                                path=f"gradient w.r.t. {name}")
+            if diff is not None:
+                return diff
     return diff
 
 
@@ -159,49 +190,54 @@ class Judged:
     occurrences: int = 0
 
 
-def judge(index: int, records: list[dict], results: list[dict], *, rtol: float, atol: float) -> Judged:
-    """Blank ``index`` from the records (learner job) and the trusted evaluations (same order)."""
+def judge(index: int, records: list[dict], results: list[dict], *, rtol: float, atol: float,
+          visible: frozenset[str] = frozenset()) -> Judged:
+    """Blank ``index`` from the records (learner job) and the trusted evaluations (same order). The
+    failure shown is the first under a ``visible`` case if there is one (its numbers may be shown).
+    A misconception is named when its fill gives the learner's value on every occurrence."""
     mine = [(r, res) for r, res in zip(records, results) if isinstance(r, dict) and r.get("blank") == index]
     if not mine:
         return Judged(None)
-    wrong: list[tuple[dict, dict, dict | None, str | None]] = []
+    wrong: list[tuple[dict, dict | None, str | None]] = []
+    gradient_only = True  # every difference is in the gradient alone
     for rec, res in mine:
-        if "unjudged" in res:
+        if not isinstance(res, dict) or "unjudged" in res:
             return Judged(None, occurrences=len(mine))
         kind_e, expected = _entry(res.get("expected"))
         if kind_e != "value":
             return Judged(None, occurrences=len(mine))
-        if "value" in rec:
-            kind_g, got = _entry(rec["value"])
-        else:
-            kind_g, got = "error", str(rec.get("error") or "")[:2000]
+        kind_g, got = _learner(rec)
         if kind_g == "value":
             diff = _differ(expected, got, rtol, atol)
             if diff is not None:
-                wrong.append((rec, res, diff, None))
+                wrong.append((rec, diff, None))
+                gradient_only = gradient_only and _differ(expected, got, rtol, atol, gradient=False) is None
         elif kind_g == "error":
-            wrong.append((rec, res, None, got))
+            gradient_only = False
+            wrong.append((rec, None, got))
         else:
-            wrong.append((rec, res, {"path": "value", "reason": "type", "expected": "a value",
-                                     "got": str(got)}, None))
+            gradient_only = False
+            wrong.append((rec, {"path": "value", "reason": "type", "expected": "a value", "got": str(got)}, None))
     if not wrong:
         return Judged(True, occurrences=len(mine))
-    rec, res, diff, error = wrong[0]
+    visible_first = sorted(wrong, key=lambda w: 0 if w[0].get("case") in visible else 1)
+    rec, diff, error = visible_first[0]
     misconception = None
-    for mid in (res.get("miscs") or {}):
-        if all(_matches(r2.get("miscs", {}).get(mid), rec2) for rec2, r2, _, _ in wrong):
+    for mid in (mine[0][1].get("miscs") or {}):
+        if all(_matches((res.get("miscs") or {}).get(mid), r2) for r2, res in mine):
             misconception = mid
             break
+    if gradient_only and misconception is None:
+        # the same values, another gradient with respect to some name in scope: a fill may read an
+        # earlier name than the reference does (the same total gradient), so the cases decide
+        return Judged(None, occurrences=len(mine))
     return Judged(False, failed={"case": rec.get("case"), "error": error, "diff": diff},
                   misconception=misconception, occurrences=len(mine))
 
 
 def _matches(entry: Any, rec: dict) -> bool:
     kind_m, m = _entry(entry)
-    if "value" in rec:
-        kind_g, got = _entry(rec["value"])
-    else:
-        kind_g, got = "error", str(rec.get("error") or "")
+    kind_g, got = _learner(rec)
     if kind_m == "value" and kind_g == "value":
         return _differ(m, got, 1e-4, 1e-5) is None
     if kind_m == "error" and kind_g == "error":

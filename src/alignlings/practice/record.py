@@ -24,7 +24,11 @@ from alignlings.practice import values
 
 SCOPE = "__alignlings_scope__"
 VALUE = "__alignlings_value__"
-MAX_OCCURRENCES = 3
+MAX_OCCURRENCES = 32
+ALWAYS = 3
+"""Occurrences of one blank under one case (a blank inside a loop): the first ``ALWAYS`` are always
+recorded, then up to ``MAX_OCCURRENCES`` while that blank and case used less than ``KEY_BYTES``."""
+KEY_BYTES = 256 << 10
 MAX_BYTES = 8 << 20
 MAX_NAMES = 200
 MAX_ITEMS = 64
@@ -77,12 +81,16 @@ class Recorder:
         self.case: str | None = None
         self._counts: dict[tuple[int, str | None], int] = {}
         self._bytes = 0
+        self._key_bytes: dict[tuple[int, str | None], int] = {}
+        self._leaves: dict[int, list[str]] = {}  # record -> the names of the scope's tensors with a gradient
+        self.exprs: dict[int, Any] = {}  # blank -> its expression compiled alone (for ``gradients``)
 
     def scope(self, index: int) -> int:
         """Record the caller's scope for blank ``index``; returns the record's number, or -1."""
         key = (int(index), self.case)
         n = self._counts.get(key, 0)
-        if n >= MAX_OCCURRENCES or self._bytes > MAX_BYTES:
+        if n >= MAX_OCCURRENCES or self._bytes > MAX_BYTES or (
+                n >= ALWAYS and self._key_bytes.get(key, 0) > KEY_BYTES):
             return -1
         self._counts[key] = n + 1
         frame = sys._getframe(1)
@@ -95,8 +103,11 @@ class Recorder:
         torch = sys.modules.get("torch")
         if torch is not None:
             scope["__torch_rng__"] = {"v": values.encode(torch.get_rng_state())}
-        self._bytes += sum(_size(e) for e in scope.values())
+        size = sum(_size(e) for e in scope.values())
+        self._bytes += size
+        self._key_bytes[key] = self._key_bytes.get(key, 0) + size
         self.records.append({"blank": int(index), "case": self.case, "scope": scope})
+        self._leaves[len(self.records) - 1] = [n for n in names if scope[n].get("grad")]
         return len(self.records) - 1
 
     def value(self, number: int, value: Any) -> Any:
@@ -104,7 +115,38 @@ class Recorder:
             entry = encode_item(value)
             self._bytes += _size(entry)
             self.records[number]["value"] = entry
+            leaves = self._leaves.pop(number, [])
+            expr = self.exprs.get(self.records[number]["blank"])
+            if leaves and expr is not None:
+                vjp = self._again(expr, leaves, value, sys._getframe(1))
+                if vjp:
+                    self.records[number]["vjp"] = vjp
         return value
+
+    @staticmethod
+    def _again(expr: Any, names: list[str], value: Any, frame: Any) -> dict:
+        """The blank's expression evaluated again with each gradient-carrying tensor of its scope
+        replaced by a fresh leaf of the same value (torch's random state kept), and its
+        ``gradients`` with respect to them: the trusted side evaluates the reference fill on the
+        same leaves, so the two are comparable even where the scope's tensors depend on each other."""
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(value, torch.Tensor) or not value.requires_grad:
+            return {}
+        ns = dict(frame.f_locals)
+        leaves = {}
+        for n in names:
+            t = ns.get(n, frame.f_globals.get(n))
+            if isinstance(t, torch.Tensor):
+                leaves[n] = torch.Tensor.clone(torch.Tensor.detach(t)).requires_grad_(True)
+        ns.update(leaves)
+        state = torch.get_rng_state()
+        try:
+            again = eval(expr, frame.f_globals, ns)  # noqa: S307 - the learner's own expression, in its job
+            return gradients(again, leaves)
+        except Exception:  # noqa: BLE001 - an expression that cannot run twice has no gradient record
+            return {}
+        finally:
+            torch.set_rng_state(state)
 
     def end_case(self, error: str | None) -> None:
         """Records of this case whose expression never returned get the case's error."""
@@ -113,11 +155,34 @@ class Recorder:
                 rec["error"] = (error or "the blank's expression did not return")[:2000]
 
 
+def gradients(value: Any, leaves: dict[str, Any]) -> dict[str, Any]:
+    """The vector-Jacobian product of ``value`` with a fixed random vector (seed 0), with respect to
+    each tensor of ``leaves`` that carries a gradient: {name: encoded gradient, or None where the
+    value does not depend on it}. It tells a fill that detaches a branch from the right one when
+    their values agree. {} when the value carries no gradient."""
+    torch = sys.modules.get("torch")
+    if torch is None or not leaves or not isinstance(value, torch.Tensor) or not value.requires_grad \
+            or not value.is_floating_point():
+        return {}
+    names = [n for n, t in leaves.items() if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not names:
+        return {}
+    g = torch.Generator().manual_seed(0)
+    weights = torch.randn(tuple(value.shape), generator=g, dtype=torch.float64).to(value.dtype)
+    try:
+        grads = torch.autograd.grad(value, [leaves[n] for n in names], grad_outputs=weights,
+                                    retain_graph=True, allow_unused=True)
+    except RuntimeError:
+        return {}
+    return {n: (None if gr is None else values.encode(gr)) for n, gr in zip(names, grads)}
+
+
 class _Wrap(ast.NodeTransformer):
-    def __init__(self, sites: list[dict]):
+    def __init__(self, sites: list[dict], recorder: Recorder | None = None):
         self.sites = {(s["line"], s["col"], s["end_line"], s["end_col"]): int(s["index"]) for s in sites
                       if s.get("kind") == "expr"}
         self.done: set[int] = set()
+        self.recorder = recorder
 
     def visit(self, node):  # type: ignore[override]
         node = super().visit(node)
@@ -126,16 +191,19 @@ class _Wrap(ast.NodeTransformer):
             index = self.sites.get(key)  # type: ignore[arg-type]
             if index is not None and index not in self.done:
                 self.done.add(index)
+                if self.recorder is not None:
+                    alone = ast.fix_missing_locations(ast.Expression(body=node))
+                    self.recorder.exprs[index] = compile(alone, "exercise.py", "eval")
                 scope = ast.Call(ast.Name(SCOPE, ast.Load()), [ast.Constant(index)], [])
                 call = ast.Call(ast.Name(VALUE, ast.Load()), [scope, node], [])
                 return ast.copy_location(call, node)
         return node
 
 
-def compile_recorded(code: str, sites: list[dict], filename: str = "exercise.py"):
+def compile_recorded(code: str, sites: list[dict], filename: str = "exercise.py", recorder: Recorder | None = None):
     """``code`` compiled with each expression blank of ``sites`` recorded (same line numbers)."""
     tree = ast.parse(code, filename)
-    tree = _Wrap(sites).visit(tree)
+    tree = _Wrap(sites, recorder).visit(tree)
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
 
