@@ -195,3 +195,34 @@ def test_the_original_pages_file_gets_a_per_blank_verdict(grader):
     right = grader.check("dpo-loss", PAGE_FILE.replace("rejected_logp - ref_chosen", "rejected_logp - ref_rejected"),
                          run_main=False, variant=0)
     assert right["passed"] and all(b["passed"] for b in right["blanks"])
+
+
+TOY_GRPO_FORGERY = '''
+import gc
+
+from alignlings.practice.checks import Case
+
+for case in [o for o in gc.get_objects() if isinstance(o, Case)]:
+    if case.name.startswith("training"):
+        case.run = lambda m: 0.99  # "P('a') after training", as the predicate wanted it
+'''
+
+
+def test_a_toy_grpo_file_that_replaces_the_case_functions_fails(grader):
+    """Issue 29 §1: the training case's pass was decided from a number the learner's process
+    reported; it now returns the policy's weights and P("a") is measured on the trusted side."""
+    verdict = grader.check("toy-grpo", TOY_GRPO_FORGERY, run_main=False, variant=0)
+    training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
+    assert training["passed"] is False, training
+    assert not verdict["passed"]
+
+
+def test_the_toy_grpo_reference_still_trains(grader):
+    """The control: the reference's own weights, measured on the trusted side, pass."""
+    from alignlings.practice.grader import solution_for
+
+    ex = PACK.get("toy-grpo")
+    verdict = grader.check("toy-grpo", solution_for(ex), run_main=False, variant=0)
+    training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
+    assert training["passed"], training["message"]
+    assert verdict["passed"]
