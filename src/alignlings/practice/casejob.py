@@ -342,10 +342,10 @@ def judge_blanks(payload: dict) -> dict:
         rng = rebuilt.pop("__torch_rng__", _OPAQUE)
         ns = dict(ref.__dict__)
         for k, v in rebuilt.items():
-            if v is _OPAQUE:
-                ns.pop(k, None)
-            else:
+            if v is not _OPAQUE:
                 ns[k] = v
+            elif not (scope[k].get("opaque") in ("function", "type") and callable(ns.get(k))):
+                ns.pop(k, None)  # a helper the exercise gives (a function, a class) stays the reference's
         wanted = sorted(rec.get("vjp") or {}) if isinstance(rec.get("vjp"), dict) else []
 
         def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope) -> dict:
