@@ -226,3 +226,34 @@ def test_the_toy_grpo_reference_still_trains(grader):
     training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
     assert training["passed"], training["message"]
     assert verdict["passed"]
+
+
+def test_a_detached_fill_is_wrong_though_its_value_is_right(grader):
+    """Values alone would call it right: the gradient recorded with each occurrence tells."""
+    fills = list(ANSWERS)
+    fills[3] = "-F.logsigmoid(margin.detach()).mean()"
+    verdict = grader.check("dpo-loss", fills=fills, run_main=False, variant=0)
+    assert [b["passed"] for b in verdict["blanks"]] == [True, True, True, False], verdict["blanks"]
+
+
+def test_a_blank_in_a_loop_is_judged_on_every_occurrence():
+    """Record and judge in this process (no sandbox): a fill right on the first iteration only."""
+    from alignlings.practice import casejob, instrument
+
+    source = "def f(xs):\n    out = []\n    for x in xs:\n        y = x * 2  # BLANK\n        out.append(y)\n" \
+             "    return out\n"
+    blanks = bl.find_blanks(source)
+    learner = source.replace("x * 2  # BLANK", "x * 2 if x < 1 else x * 3")
+    located = instrument.locate(learner, source, blanks)
+    assert located is not None and located.fills[1] == "x * 2 if x < 1 else x * 3"
+    recorder = __import__("alignlings.practice.record", fromlist=["Recorder"]).Recorder()
+    module = casejob.load_module(learner, recorder=recorder, sites=located.sites)
+    recorder.case = "loop"
+    module.f([0.5, 1.5, 2.5])
+    assert len(recorder.records) == 3
+    results = casejob.judge_blanks({"reference": bl.reference(source, blanks),
+                                    "blanks": {"1": {"fill": "x * 2", "miscs": {"triple": "x * 3"}}},
+                                    "records": recorder.records})["results"]
+    judged = instrument.judge(1, recorder.records, results, rtol=1e-6, atol=1e-9)
+    assert judged.passed is False and judged.occurrences == 3
+    assert judged.misconception is None  # "x * 3" is wrong on the first occurrence, where the learner is right
