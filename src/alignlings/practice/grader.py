@@ -819,6 +819,8 @@ class Grader:
                 entry.update(passed=True, message=msg("correct", lang))
             elif res is not None and res["error"] == "timeout":
                 entry["message"] = msg("blank_timed_out", lang, seconds=res["seconds"])
+            elif res is not None and res["error"] in ("not reached", "not judged"):
+                entry.update(passed=None, message=msg("blank_not_judged", lang))
             elif res is None or res["error"]:
                 reason = (res or {}).get("error") or (verdict["error"] or {}).get("kind", "error")
                 entry.update(passed=None, message=msg("not_checked", lang, reason=reason))
