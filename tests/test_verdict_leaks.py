@@ -178,9 +178,8 @@ def test_a_fill_cannot_raise_the_reference_through_the_stack(grader, fill, blank
         assert answer not in said, said
     assert "policychosenlogp" not in said.lower().replace("_", "")
     entry = verdict["blanks"][blank - 1]
-    assert entry["passed"] is False
-    expected_type = "ValueError" if fill is STACK_LEAK else "Exception"
-    assert f"{expected_type} in your fill: exec(" in entry["message"], entry["message"]
+    # issue 29: the fill runs in the learner's own job (no splice), after blanks 1-2 already failed
+    assert entry["passed"] is not True
     assert not verdict["passed"]
 
 
@@ -220,7 +219,7 @@ def test_a_fill_cannot_carry_the_reference_out_in_its_value(grader):
     fills[3] = VALUE_LEAK
     verdict = grader.check("dpo-loss", fills=fills, run_main=False, variant=0)
     entry = verdict["blanks"][3]
-    assert entry["passed"] is False
+    assert entry["passed"] is not True  # issue 29: never reached in the learner's own run (blank 1 is empty)
     assert "112" not in json.dumps(entry), entry
     assert entry["diff"] is None or entry["diff"].get("redacted"), entry["diff"]
 
@@ -243,7 +242,7 @@ def test_the_stack_leak_fails_on_the_cli_paths_too(fork_server, tmp_path, monkey
         verdict = cli_grader.check("dpo-loss", fills=fills, run_main=False, variant=0)
     said = json.dumps(verdict)
     assert not any(answer in said for answer in REFERENCE_ANSWERS[:3]), said
-    assert "ValueError in your fill: exec(" in verdict["blanks"][3]["message"], verdict["blanks"][3]["message"]
+    assert verdict["blanks"][3]["passed"] is not True
 
 
 def _t(a, dtype="float32"):
@@ -255,11 +254,11 @@ def _t(a, dtype="float32"):
 
 
 @pytest.mark.parametrize("expected, got, en, zh", [
-    (_t([1.0, 2.0, 3.0]), _t([2.0, 4.0, 6.0]), "too large by a constant factor (3 of 3 values differ)", "整体大了一个常数倍"),
-    (_t([1.0, 2.0, 3.0]), _t([-1.0, -2.0, -3.0]), "the sign is flipped", "符号相反"),
-    (_t([1.0, 2.0]), _t([1.0, float("nan")]), "NaN where the reference is finite (1 of 2 values differ)", "NaN"),
-    (_t(0.5), 0.52, "relative error 1–10%", "相对误差在 1%–10% 之间"),
-    (_t([True, False], "bool"), _t([True, True], "bool"), "the value differs (1 of 2 values differ)", "数值不同"),
+    (_t([1.0, 2.0, 3.0]), _t([2.0, 4.0, 6.0]), "the value differs", "数值不同"),
+    (_t([1.0, 2.0, 3.0]), _t([-1.0, -2.0, -3.0]), "the value differs", "数值不同"),
+    (_t([1.0, 2.0]), _t([1.0, float("nan")]), "NaN where the reference is finite", "NaN"),
+    (_t(0.5), 0.52, "the value differs", "数值不同"),
+    (_t([True, False], "bool"), _t([True, True], "bool"), "the value differs", "数值不同"),
 ])
 def test_a_hidden_difference_is_told_in_words_only(expected, got, en, zh):
     from alignlings.practice import values as V
@@ -272,3 +271,30 @@ def test_a_hidden_difference_is_told_in_words_only(expected, got, en, zh):
     assert en in said_en and "not shown" in said_en
     assert zh in said_zh and "不显示数值" in said_zh
     assert not re.search(r"\d\.\d", said_en.replace("0.1%", "")), said_en
+
+
+@pytest.mark.parametrize("got", [0.1, 0.49, 0.51, 2.0, 1e6, -0.5, -1e6])
+def test_a_hidden_case_says_nothing_that_depends_on_the_distance(got):
+    """Issue 29 §2: the band "relative error over 100 %" was a comparison oracle (is the hidden
+    value above twice mine?). Every wrong finite value of a hidden case now reads the same."""
+    from alignlings.practice import values as V
+    from alignlings.practice.feedback import describe_case
+
+    diff = V.redact(V.compare(_t([0.5, 0.25]), _t([got, 0.25])))
+    assert set(diff) <= {"path", "reason", "shape", "got_nan", "redacted"}, diff
+    said = {lang: describe_case({"name": "random batch", "passed": False, "diff": diff, "kind": kind}, lang)
+            for lang in ("en", "zh") for kind in ("hidden",)}
+    baseline = V.redact(V.compare(_t([0.5, 0.25]), _t([0.75, 0.25])))
+    assert diff == baseline
+    assert said["en"] == "case 'random batch': the value differs; values of hidden and edge cases are not shown"
+
+
+def test_a_visible_case_never_says_hidden_values_are_not_shown():
+    """Issue 31 §8: "values of hidden and edge cases are not shown" on a visible case is wrong."""
+    from alignlings.practice import values as V
+    from alignlings.practice.feedback import describe_case
+
+    diff = V.redact(V.compare(_t([0.5]), _t([0.7])))
+    for lang in ("en", "zh"):
+        said = describe_case({"name": "spec", "passed": False, "diff": diff, "kind": "visible"}, lang)
+        assert "not shown" not in said and "不显示数值" not in said, said

@@ -52,13 +52,22 @@ def _tail(exc: BaseException, filename: str = "exercise.py", limit: int = 6) -> 
     return "\n".join([head, *lines]) if lines else head
 
 
-def load_module(code: str, name: str = "exercise", *, main: bool = False) -> types.ModuleType:
+def load_module(code: str, name: str = "exercise", *, main: bool = False, recorder=None,
+                sites: list | None = None) -> types.ModuleType:
+    """``code`` run as a module; with a ``recorder``, each blank of ``sites`` is recorded (``record``)."""
     module = types.ModuleType(name)
     module.__file__ = "exercise.py"
     _SOURCES["exercise.py"] = code.splitlines()
     if main:
         module.__name__ = "__main__"
-    exec(compile(code, "exercise.py", "exec"), module.__dict__)  # noqa: S102 - this is the sandbox
+    if recorder is not None:
+        from alignlings.practice import record
+
+        compiled = record.compile_recorded(code, sites or [], recorder=recorder)
+        record.install(module.__dict__, recorder)
+    else:
+        compiled = compile(code, "exercise.py", "exec")
+    exec(compiled, module.__dict__)  # noqa: S102 - this is the sandbox
     return module
 
 
@@ -119,9 +128,19 @@ class _Clock:
 _clock = _Clock(None)
 
 
-def _run_one(case, module) -> dict:
+def _run_one(case, module, recorder=None) -> dict:
     if _clock.rang:
         return {"error": f"{NOT_RUN}: the time for the cases ran out before this one"}
+    if recorder is not None:
+        recorder.case = case.name
+    out = _run_case(case, module)
+    if recorder is not None:
+        recorder.end_case(out.get("error"))
+        recorder.case = None
+    return out
+
+
+def _run_case(case, module) -> dict:
     try:
         with contextlib.redirect_stdout(_CappedIO()):
             value = case.run(module)
@@ -132,17 +151,25 @@ def _run_one(case, module) -> dict:
         return {"error": _tail(exc)}
 
 
-def _evaluate(cases: list, code: str) -> dict:
+def _evaluate(cases: list, code: str, sites: list | None = None) -> dict:
+    recorder = None
+    if sites is not None:
+        from alignlings.practice import record
+
+        recorder = record.Recorder()
     try:
         with contextlib.redirect_stdout(_CappedIO()):
-            module = load_module(code)
+            module = load_module(code, recorder=recorder, sites=sites)
     except _OutOfTime:
         return {"load_error": f"{TIMED_OUT}: timed out after {_clock.seconds:g} s", "cases": {}}
     except BaseException as exc:  # noqa: BLE001 - SyntaxError, NameError at import, SystemExit...
         if isinstance(exc, KeyboardInterrupt):
             raise
         return {"load_error": _tail(exc), "cases": {}}
-    return {"load_error": None, "cases": {c.name: _run_one(c, module) for c in cases}}
+    out: dict[str, Any] = {"load_error": None, "cases": {c.name: _run_one(c, module, recorder) for c in cases}}
+    if recorder is not None:
+        out["records"] = recorder.records
+    return out
 
 
 def _timed(payload: dict) -> _Clock:
@@ -199,7 +226,7 @@ def run_cases(payload: dict) -> dict:
     for all), ``run_main`` (also run the file as __main__ and capture what it prints)."""
     cases = _select(load_cases(payload["check"], payload.get("variant", 0)), payload.get("cases"))
     with _timed(payload) as clock:
-        out = _evaluate(cases, payload["code"])
+        out = _evaluate(cases, payload["code"], payload.get("sites"))
         out["stdout"] = None
         if payload.get("run_main") and out["load_error"] is None and not clock.rang:
             buf = _CappedIO()
@@ -223,9 +250,10 @@ def run_trusted(payload: dict) -> dict:
     cases = load_cases(payload["check"], payload.get("variant", 0))
     names = payload.get("cases") or {}
     out = {}
+    sites = payload.get("sites") or {}
     for key, code in payload["variants"].items():
         with _timed(payload):  # each variant gets the time of one run
-            out[key] = _evaluate(_select(cases, names.get(key)), code)
+            out[key] = _evaluate(_select(cases, names.get(key)), code, sites.get(key))
     return {"meta": [case_meta(c) for c in cases], "variants": out}
 
 
@@ -258,3 +286,85 @@ def warm_up() -> None:
     opt = torch.optim.Adam([x], lr=1e-3)
     opt.step()
     values.encode((x.grad, y, 1.0))
+
+
+def _rebuild(entry: Any) -> Any:
+    """A scope entry (``record.encode_item``) as a value, or ``_OPAQUE``."""
+    import importlib
+
+    if not isinstance(entry, dict):
+        return _OPAQUE
+    if "module" in entry:
+        from alignlings.practice import record
+
+        name = entry["module"]
+        return importlib.import_module(name) if name in record.MODULES else _OPAQUE
+    if "v" in entry:
+        value = values.to_torch(values.decode(entry["v"]))
+        if entry.get("grad") and hasattr(value, "requires_grad_") and value.is_floating_point():
+            value = value.clone().requires_grad_(True)
+        return value
+    return _OPAQUE
+
+
+_OPAQUE = object()
+
+
+def judge_blanks(payload: dict) -> dict:
+    """A trusted job (pack code only, no learner code): each blank's reference fill, and each of its
+    misconceptions' fills, evaluated on the scopes a learner job recorded (``record``).
+
+    payload: ``reference`` (the reference's source), ``blanks`` {index: {"fill", "miscs": {id: fill}}},
+    ``records`` (as the learner job returned them, parsed as data here). The reference module gives
+    the names a scope lacks (its helpers); a name the learner's scope holds only as an opaque object
+    is removed, so a fill that needs it cannot be judged (``unjudged``) rather than judged on the
+    reference's object. Returns {"results": [one per record: {"expected": entry or {"error"},
+    "miscs": {id: entry or {"error"}}} or {"unjudged": reason}]}."""
+    from alignlings.practice import record
+
+    torch = sys.modules.get("torch")
+    ref = types.ModuleType("_alignlings_reference")
+    with contextlib.redirect_stdout(_CappedIO()):
+        exec(compile(payload["reference"], "solution.py", "exec"), ref.__dict__)  # noqa: S102 - pack code
+    blanks = payload["blanks"]
+    results: list[dict[str, Any]] = []
+    for rec in payload["records"][:2000]:
+        spec = blanks.get(str(rec.get("blank"))) if isinstance(rec, dict) else None
+        scope = rec.get("scope") if isinstance(rec, dict) else None
+        if spec is None or not isinstance(scope, dict):
+            results.append({"unjudged": "malformed record"})
+            continue
+        try:
+            rebuilt = {str(k): _rebuild(v) for k, v in scope.items()}
+        except (values.DecodeError, TypeError, ValueError) as exc:
+            results.append({"unjudged": f"unreadable scope ({type(exc).__name__})"})
+            continue
+        rng = rebuilt.pop("__torch_rng__", _OPAQUE)
+        ns = dict(ref.__dict__)
+        for k, v in rebuilt.items():
+            if v is not _OPAQUE:
+                ns[k] = v
+            elif not (scope[k].get("opaque") in ("function", "type") and callable(ns.get(k))):
+                ns.pop(k, None)  # a helper the exercise gives (a function, a class) stays the reference's
+        wanted = sorted(rec.get("vjp") or {}) if isinstance(rec.get("vjp"), dict) else []
+
+        def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope) -> dict:
+            if torch is not None and rng is not _OPAQUE and isinstance(rng, torch.Tensor):
+                torch.set_rng_state(rng.to(torch.uint8))
+            local = dict(ns)
+            for k in wanted:  # fresh leaves, so each fill's gradient is its own
+                if isinstance(scope.get(k), dict):
+                    local[k] = _rebuild(scope[k])
+            try:
+                with contextlib.redirect_stdout(_CappedIO()):
+                    value = eval(compile(fill, "<blank>", "eval"), local)  # noqa: S307 - pack code
+                out = record.encode_item(value)
+                if wanted:
+                    out["vjp"] = record.gradients(value, {k: local[k] for k in wanted if k in local})
+                return out
+            except Exception as exc:  # noqa: BLE001 - a fill may raise on the learner's values
+                return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+        results.append({"expected": run(spec["fill"]),
+                        "miscs": {mid: run(fill) for mid, fill in (spec.get("miscs") or {}).items()}})
+    return {"results": results}

@@ -8,7 +8,7 @@ in English.
 Numbers are shown with as few significant digits as tell them apart (at least 5): a scalar reads
 "expected 0.65898, got 0.65872"; a tensor element carries its index, "[0] expected -0.00425, got
 0.03299". Only visible cases show numbers: a hidden or edge case's difference is told in words
-(``values.redact``: sign, scale, NaN/inf, a relative-error band, how many values differ).
+(``values.redact``: NaN/inf, shape, dtype; never how far the value is from the expected one).
 """
 
 from __future__ import annotations
@@ -74,21 +74,13 @@ def case_name(result: dict, lang: str) -> str:
 
 
 def _hidden(case: str, d: dict, lang: str) -> str:
-    """A hidden or edge case's value difference, in words only: which kind (sign, scale, NaN/inf,
-    a relative-error band) and how many values differ, never a number of the value itself."""
+    """A hidden or edge case's value difference, in words only: NaN or inf where the expected value
+    is finite, else only that the value differs (no sign, scale, band or count: see ``values.redact``)."""
     if d.get("reason") == "nonfinite":
         what = msg("hidden_nan" if d.get("got_nan") else "hidden_inf", lang)
-    elif d.get("kind") == "sign":
-        what = msg("hidden_sign", lang)
-    elif d.get("kind") == "scale":
-        what = msg("hidden_scale_larger" if d.get("larger") else "hidden_scale_smaller", lang)
-    elif isinstance(d.get("band"), int) and 0 <= d["band"] <= 4:
-        what = msg(f"hidden_band_{d['band']}", lang)
     else:
         what = msg("hidden_other", lang)
-    size = d.get("size")
-    count = msg("hidden_count", lang, count=d.get("count"), size=size) if isinstance(size, int) and size > 1 else ""
-    return msg("hidden", lang, case=case, what=what, count=count)
+    return msg("hidden", lang, case=case, what=what)
 
 
 def describe_case(result: dict, lang: str) -> str:
@@ -104,7 +96,9 @@ def describe_case(result: dict, lang: str) -> str:
         text = msg("case_error", lang, case=case, error=result["error"].splitlines()[0])
     elif (result.get("diff") or {}).get("redacted") and (result.get("diff") or {}).get("reason") in (
             "value", "nonfinite"):
-        text = _hidden(case, result["diff"], lang)
+        # "values of hidden and edge cases are not shown" is said of hidden and edge cases only
+        text = _hidden(case, result["diff"], lang) if result.get("kind") != "visible" else msg(
+            "other", lang, case=case, detail=msg("hidden_other", lang))
     elif result.get("detail"):
         text = msg("other", lang, case=case, detail=result["detail"])
     else:

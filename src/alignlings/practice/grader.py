@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from alignlings.practice import blanks as bl
+from alignlings.practice import instrument
 from alignlings.practice import values as vals
 from alignlings.practice.behaviour import CaseResult, _decode_cases, _same_behaviour  # noqa: F401 - re-exported
 from alignlings.practice.casejob import NOT_RUN, TIMED_OUT
@@ -57,7 +58,8 @@ from alignlings.practice.verdict import Verdict
 RUN_CASES = "alignlings.practice.casejob:run_cases"
 RUN_TRUSTED = "alignlings.practice.casejob:run_trusted"
 JUDGE_PREDICATES = "alignlings.practice.casejob:judge_predicates"
-CACHE_FORMAT = 1
+JUDGE_BLANKS = "alignlings.practice.casejob:judge_blanks"
+CACHE_FORMAT = 2
 MEMORY_CACHE = 64
 """Trusted runs (an exercise's reference values for one draw of inputs) kept in memory, least
 recently used first out."""
@@ -95,6 +97,9 @@ class TrustedRun:
     misconceptions: dict[str, dict[str, CaseResult] | None] = field(default_factory=dict)
     # bug drills: the buggy file ("buggy") and each known wrong fix ("w:<id>"), on every case
     variants: dict[str, dict[str, CaseResult] | None] = field(default_factory=dict)
+    # blanks judged by recording (``instrument``): those whose reference fill, evaluated on the
+    # reference's own recorded scopes, gives back the reference's recorded values
+    recorded: frozenset[int] = frozenset()
 
     @property
     def names(self) -> list[str]:
@@ -415,14 +420,19 @@ class Grader:
             for m in exercise.misconceptions:
                 variants[f"m:{m.id}"] = bl.splice(source, blanks, m.blank, m.fill)
             variants.update(exercise.kind_spec.trusted_variants(exercise))
-            result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant},
-                               exercise, trusted=True)
+            located = instrument.locate(variants["reference"], source, blanks) if blanks else None
+            sites = {"reference": located.sites} if located and located.sites else {}
+            result = self._run(RUN_TRUSTED, {"check": check, "variants": variants, "cases": {}, "variant": variant,
+                                             "sites": sites}, exercise, trusted=True)
             if not result.ok and result.error_kind == "timeout":
                 result.error_message = _timed_out(result, exercise, "en")
             if not result.ok:
                 raise GradingError(f"{exercise.id}: the reference run failed ({result.error_kind}): "
                                    f"{result.error_message or ''} {result.stdout[-2000:]}".strip())
             raw = result.value
+            records = (raw.get("variants", {}).get("reference") or {}).pop("records", None) \
+                if isinstance(raw, dict) else None
+            raw["recorded"] = self._self_check(exercise, records or [])
             run = self._parse_trusted(exercise, raw)
             self._write_cache(exercise, key, raw)
         else:
@@ -480,7 +490,40 @@ class Grader:
                 continue
             decoded, problem = ({}, "load error") if res["load_error"] else _decode_cases(res["cases"], names)
             extra[key] = None if problem else decoded
-        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs, variants=extra)
+        recorded = frozenset(int(i) for i in raw.get("recorded") or ())
+        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs, variants=extra, recorded=recorded)
+
+    def _blank_specs(self, exercise: Exercise, indices) -> dict[str, dict]:
+        return {str(b.index): {"fill": b.answer, "miscs": {m.id: m.fill for m in exercise.misconceptions
+                                                          if m.blank == b.index}}
+                for b in self.blanks(exercise) if b.index in indices}
+
+    def _judge_records(self, exercise: Exercise, records: list, indices) -> list[dict] | None:
+        """The reference fill (and each misconception's) evaluated on each record's scope, in a
+        trusted job (``casejob.judge_blanks``); None if that job failed."""
+        source, blanks = exercise.solution_source, self.blanks(exercise)
+        result = self._run(JUDGE_BLANKS, {"reference": bl.reference(source, blanks),
+                                          "blanks": self._blank_specs(exercise, indices),
+                                          "records": records}, exercise, trusted=True)
+        if not result.ok or not isinstance(result.value, dict):
+            return None
+        results = result.value.get("results")
+        return results if isinstance(results, list) and len(results) == len(records) else None
+
+    def _self_check(self, exercise: Exercise, records: list) -> list[int]:
+        """The blanks that recording can judge: their reference fill, evaluated on the reference's
+        own recorded scopes, gives back every recorded value (a scope that holds objects the
+        trusted side cannot rebuild, a model say, fails this and the blank is spliced instead)."""
+        blanks = self.blanks(exercise)
+        indices = {b.index for b in blanks if b.target != "statement"}
+        if not records or not indices:
+            return []
+        results = self._judge_records(exercise, records, indices)
+        if results is None:
+            return []
+        rtol, atol = 1e-6, 1e-7
+        return sorted(i for i in indices
+                      if instrument.judge(i, records, results, rtol=rtol, atol=atol).passed is True)
 
     def _cache_file(self, exercise: Exercise, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in exercise.id)
@@ -552,24 +595,35 @@ class Grader:
         source, blanks = exercise.solution_source, self.blanks(exercise)
         started = time.perf_counter()
         check = self._check_source(exercise)
-        splices, skipped = {}, {}
+        located = instrument.locate(sub.code, source, blanks)
+        if located is not None:  # found by statement shape, whatever the file's formatting
+            sub = Submission(code=sub.code, fills={i: located.fills.get(i) or sub.fills.get(i)
+                                                   for i in set(sub.fills) | set(located.fills)})
+        trusted = self.trusted(exercise, variant)
+        sited = {s["index"] for s in (located.sites if located else []) if s["kind"] == "expr"}
+        splices, skipped, recorded = {}, {}, set()
         for b in blanks:
             fill = sub.fills.get(b.index)
             if fill is None or fill == bl.PLACEHOLDER:
                 continue
             if _same_code(fill, b.answer):
                 skipped[b.index] = True  # textually the reference: no need to run it alone
+            elif b.index in trusted.recorded and b.index in sited:
+                recorded.add(b.index)  # judged in the learner's own run (``instrument``)
+                splices[b.index] = bl.splice(source, blanks, b.index, fill)  # compiled only, never run
             else:
                 splices[b.index] = bl.splice(source, blanks, b.index, fill)
         # a fill that does not parse is told here, from our own compile: no job, and the parser's
         # words (which name the fill's tokens) instead of anything a job could have made up
         syntax = {i: _syntax_error(code) for i, code in splices.items()}
-        splices = {i: code for i, code in splices.items() if syntax[i] is None}
-        trusted = self.trusted(exercise, variant)
+        splices = {i: code for i, code in splices.items() if syntax[i] is None and i not in recorded}
+        recorded = {i for i in recorded if syntax[i] is None}
         blank_names = [m["name"] for m in trusted.blank_cases()]
         names = blank_names if quick else trusted.names
+        sites = [s for s in (located.sites if located else []) if s["index"] in recorded]
         learner_future = self._pool.submit(self._run, RUN_CASES, {"check": check, "code": sub.code, "cases": names,
-                                                                  "run_main": run_main, "variant": variant},
+                                                                  "run_main": run_main, "variant": variant,
+                                                                  "sites": sites},
                                            exercise)
         splice_futures = {i: self._pool.submit(self._run, RUN_CASES, {"check": check, "code": code,
                                                                        "cases": blank_names, "run_main": False,
@@ -577,11 +631,14 @@ class Grader:
                                                exercise)
                           for i, code in splices.items()}
         learner = learner_future.result()
+        records = learner.value.pop("records", None) if learner.ok and isinstance(learner.value, dict) else None
         verdict = self._judge_learner(exercise, trusted, learner, check, lang, names, variant)
         own = verdict.pop("_values", {})
+        recorded_verdicts = self._judge_recorded(exercise, trusted, records, recorded, verdict)
         blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant,
                                                 fill=sub.fills.get(i) or "", lang=lang, own=own)
                           for i, f in splice_futures.items()}
+        blank_verdicts.update(recorded_verdicts)
         blank_verdicts.update({i: {"passed": False, "load_error": text, "misconception": None, "failed_case": None,
                                    "error": None} for i, text in syntax.items() if text is not None})
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
@@ -593,6 +650,46 @@ class Grader:
         exercise.kind_spec.annotate(exercise, trusted, learner, sub.code, verdict, lang, names)
         verdict["seconds"] = round(time.perf_counter() - started, 4)
         return verdict  # type: ignore[return-value]  # built as a plain dict, the Verdict's JSON form
+
+    def _judge_recorded(self, exercise: Exercise, trusted: TrustedRun, records: Any, indices: set[int],
+                        verdict: dict) -> dict[int, dict]:
+        """Per-blank verdicts of the recorded blanks, from the learner's own run: each occurrence's
+        value against the reference fill evaluated on the learner's scope there (trusted job)."""
+        if not indices:
+            return {}
+        out: dict[int, dict] = {}
+        error = (verdict.get("error") or {}).get("kind")
+        if not isinstance(records, list) or not records:
+            cases_ok = bool(verdict.get("cases")) and all(c["passed"] for c in verdict["cases"])
+            for i in indices:  # never reached (an earlier error): the cases decide, or it is not checked
+                out[i] = {"passed": cases_ok, "load_error": None, "misconception": None, "failed_case": None,
+                          "error": None if cases_ok else (error or "not reached")}
+            return out
+        records = records[:4000]
+        results = self._judge_records(exercise, records, indices) or [{"unjudged": "job"}] * len(records)
+        meta = {m["name"]: m for m in trusted.meta}
+        rtol = max([1e-4] + [m["rtol"] for m in trusted.blank_cases()])
+        atol = max([1e-5] + [m["atol"] for m in trusted.blank_cases()])
+        visible = frozenset(m["name"] for m in trusted.meta if m["kind"] == "visible")
+        for i in indices:
+            j = instrument.judge(i, records, results, rtol=rtol, atol=atol, visible=visible)
+            entry: dict[str, Any] = {"passed": j.passed, "load_error": None, "misconception": j.misconception,
+                                     "failed_case": None, "error": None}
+            if j.passed is None:  # never reached, or a scope that cannot be judged: the cases decide
+                cases_ok = bool(verdict.get("cases")) and all(c["passed"] for c in verdict["cases"])
+                entry.update(passed=cases_ok, error=None if cases_ok or error is None else error)
+                if not cases_ok and error is None:
+                    entry["error"] = "not judged"
+            elif j.failed is not None:
+                m = meta.get(str(j.failed.get("case"))) or {"name": str(j.failed.get("case")), "kind": "hidden"}
+                diff = j.failed.get("diff")
+                if m.get("kind") != "visible":
+                    diff = vals.redact(diff)
+                entry["failed_case"] = {"name": m["name"], "label": m.get("label") or {}, "kind": m["kind"],
+                                        "passed": False, "error": j.failed.get("error"), "diff": diff,
+                                        "detail": None, "note": m.get("note") or None}
+            out[i] = entry
+        return out
 
     def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str,
                        names: list[str], variant: int = 0) -> dict:
@@ -745,6 +842,8 @@ class Grader:
                 entry.update(passed=True, message=msg("correct", lang))
             elif res is not None and res["error"] == "timeout":
                 entry["message"] = msg("blank_timed_out", lang, seconds=res["seconds"])
+            elif res is not None and res["error"] in ("not reached", "not judged"):
+                entry.update(passed=None, message=msg("blank_not_judged", lang))
             elif res is None or res["error"]:
                 reason = (res or {}).get("error") or (verdict["error"] or {}).get("kind", "error")
                 entry.update(passed=None, message=msg("not_checked", lang, reason=reason))

@@ -314,14 +314,20 @@ def _kind(e: np.ndarray, g: np.ndarray, bad: np.ndarray) -> dict[str, Any]:
     return out | {"kind": "error", "band": band}
 
 
-_SHOWN_WITHOUT_NUMBERS = ("path", "reason", "kind", "band", "larger", "count", "size", "got_nan",
-                          "expected_shape", "got_shape", "expected_dtype", "got_dtype", "shape")
+_SHOWN_WITHOUT_NUMBERS = ("path", "reason", "got_nan", "expected_shape", "got_shape", "expected_dtype", "got_dtype",
+                          "shape")
+"""What a hidden or edge case's diff keeps: differences that do not depend on how far the learner's
+value is from the expected one (where in the value, shape, dtype, NaN/inf). A sign, a scale factor,
+a relative-error band or how many values fall outside the tolerance each compare the learner's
+value with the expected one, so each answers "is the expected value above or below mine?" and can
+be used to read a hidden value back check by check (issue 29 §2)."""
 
 
 def redact(diff: dict | None) -> dict | None:
-    """A diff for a case whose values are not shown (hidden and edge cases, or any value that came
-    from a process holding the reference): what kind of difference, never a value. Type, length and
-    key differences keep their names (types, lengths, the expected keys), which hold no numbers."""
+    """A diff for a case whose values are not shown (hidden and edge cases): what kind of difference
+    it is when that kind does not depend on the distance to the expected value, never a value, a
+    band, a sign or a count. Type, length and key differences keep their names (types, lengths, the
+    expected keys), which hold no numbers."""
     if diff is None:
         return None
     out = {k: diff[k] for k in _SHOWN_WITHOUT_NUMBERS if k in diff}

@@ -54,7 +54,7 @@ def _package_dir() -> str:
 JOB_MODULES = ("practice/sandbox/__init__.py", "practice/sandbox/limits.py", "practice/sandbox/linux.py",
                "practice/sandbox/mounts.py", "practice/sandbox/job.py", "practice/sandbox/supervisor.py",
                "practice/sandbox/cold.py", "practice/sandbox/forkserver.py", "practice/sandbox/warm.py",
-               "practice/checks.py", "practice/values.py", "practice/casejob.py")
+               "practice/checks.py", "practice/values.py", "practice/casejob.py", "practice/record.py")
 
 
 """All of alignlings a job can import: the job side of the sandbox and of grading. The library (whose

@@ -158,16 +158,26 @@ def cases():
 
     @one_thread
     def training(m):
+        """The trained policy's weights, as data: P("a") is measured from them on the trusted side
+        (``trained``), never taken from the learner's process."""
         if trained_at_import(m):  # the original page's file: its module-level loop trained m.policy on import
             policy = imported_models(m)[0].eval()
         else:
             install(m, 0)
             m.train()
             policy = m.policy
-        with torch.no_grad():
-            return F.softmax(policy(prompt).logits[0, -1], dim=-1)[TARGET].item()
+        return {k: v.detach().clone() for k, v in policy.state_dict().items()}
 
-    def trained(p):
+    def trained(state):
+        model = GPT2LMHeadModel(config).eval()
+        if not isinstance(state, dict):
+            return False, f"training returned a {type(state).__name__}, not the policy's weights"
+        try:
+            model.load_state_dict(state)
+        except (RuntimeError, TypeError, KeyError) as exc:
+            return False, f"the policy's weights do not fit the exercise's model: {str(exc)[:200]}"
+        with torch.no_grad():
+            p = F.softmax(model(prompt).logits[0, -1], dim=-1)[TARGET].item()
         return p >= 0.7, f'P("a") = {p:.3f} after 40 iterations; it should end above 0.70'
 
     return [
