@@ -58,8 +58,10 @@ def dev_check(pack: PackOption = None) -> None:
         raise typer.Exit(1) from None
     failed: list[str] = []
     ok, fail = f"[green]{escape(say['ok'])}[/]", f"[red]{escape(say['fail'])}[/]"
+    shown_before: set[str] = set()  # each problem once: a loader error is both structure's and its exercise's
     for part in _targets(course, pack):
         structure = packlint.lint_pack(part, course=course)
+        shown_before |= {str(p) for p in structure}
         out.print(f"{fail if structure else ok} {escape(part.id)}: {escape(say['structure'])}")
         for problem in structure:
             out.print(f"    [red]-[/] {escape(pack_error(problem))}", soft_wrap=True)
@@ -81,10 +83,12 @@ def dev_check(pack: PackOption = None) -> None:
                     problems.append(locate(ex, text if text.startswith(str(ex.path)) else f"{type(exc).__name__}: {text}"))
                 shown = ", ".join(done(c) for c in checked)
                 out.print(f"{fail if problems else ok} {escape(ex.key)}: {escape(shown)}")
-                for problem in problems:
+                new = [p for p in dict.fromkeys(problems) if p not in shown_before]
+                shown_before |= set(new)
+                for problem in new:
                     out.print(f"    [red]-[/] {escape(pack_error(problem))}", soft_wrap=True)
-                if problems:
-                    failed.append(f"{ex.key} ({len(problems)})")
+                if new:
+                    failed.append(f"{ex.key} ({len(new)})")
     if failed:
         out.print(f"[red]{escape(say['check_failed'].format(what=', '.join(failed)))}[/]")
         raise typer.Exit(1)

@@ -120,6 +120,30 @@ def field_line(path: Path, index: int, name: str) -> int:
     return first
 
 
+def option_line(path: Path, index: int, option: int, name: str = "") -> int:
+    """The line of field ``name`` (``text``, ``why``; '' for the table itself) of the ``option``-th
+    ``[[question.option]]`` table of the ``index``-th question (0-based): the line that names it,
+    else the option's table line (else the question's first line)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 1
+    spans = _question_lines("\n".join(lines))
+    if not spans:
+        return 1
+    first, last = spans[min(index, len(spans) - 1)]
+    heads = [n for n in range(first, last + 1) if re.match(r"^\s*\[\[\s*question\.option\s*\]\]", lines[n - 1])]
+    if option >= len(heads):
+        return first
+    start = heads[option]
+    end = heads[option + 1] - 1 if option + 1 < len(heads) else last
+    if name:
+        for n in range(start + 1, end + 1):
+            if re.match(rf"^\s*{re.escape(name)}\b", lines[n - 1]):
+                return n
+    return start
+
+
 def _format_fields(text: str) -> set[str]:
     """The field names of a ``str.format`` text (``{name:.2f}`` -> ``name``)."""
     out = set()
@@ -175,10 +199,13 @@ def load_questions(ex: Exercise) -> tuple[PredictQuestion, ...]:
                             f"tables, got {n}")
         options = []
         for k, o in enumerate(raw_options):
+            def at(name: str, i: int = i, k: int = k) -> str:  # the option's own line, not the question's
+                return f"{path}:{option_line(path, i, k, name)}: question #{i + 1} option #{k + 1}" + \
+                    (f" {name}" if name else "")
+
             if not isinstance(o, dict) or "text" not in o or "why" not in o:
-                raise PackError(f"{where('option')} #{k + 1}: expected text.en/zh and why.en/zh")
-            options.append(PredictOption(text=_langs(o["text"], f"{where('option')} #{k + 1} text"),
-                                         why=_langs(o["why"], f"{where('option')} #{k + 1} why")))
+                raise PackError(f"{at('')}: expected text.en/zh and why.en/zh")
+            options.append(PredictOption(text=_langs(o["text"], at("text")), why=_langs(o["why"], at("why"))))
         answer = q["answer"]
         if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
             raise PackError(f"{where('answer')}: expected an option index 0..{len(options) - 1} (0-based), got {answer!r}")

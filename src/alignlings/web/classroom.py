@@ -394,12 +394,17 @@ def class_progress(context: WebContext, pack_id: str | None = None, track: str |
             for row in Practice(context.store, pack).class_report().progress if row["exercise"] in wanted]
 
 
-def class_misconceptions(context: WebContext, lang: str = "en") -> list[dict]:
+def class_misconceptions(context: WebContext, lang: str = "en", pack_id: str | None = None,
+                         track: str | None = None) -> list[dict]:
     """Per misconception: how many learners' attempts hit it (``learners``, most common first), the
-    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``)."""
+    exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``);
+    only those of the exercises of ``pack_id`` and ``track`` when given (``practice.report.selected``)."""
+    from alignlings.practice import report
     from alignlings.practice.session import Practice
 
-    return Practice(context.store, context.pack).class_report(lang).misconceptions
+    wanted = {ex.key for ex in report.selected(context.pack, pack_id, track)}
+    return [r for r in Practice(context.store, context.pack).class_report(lang).misconceptions
+            if r["exercise"] in wanted]
 
 
 def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
@@ -456,7 +461,7 @@ def class_json(request: Request) -> dict:
     pack_id, track = _filters(request)
     lang = lang_of(request)
     return {"learners": context.store.learners(), "progress": class_progress(context, pack_id, track),
-            "misconceptions": class_misconceptions(context, lang),
+            "misconceptions": class_misconceptions(context, lang, pack_id, track),
             "report": class_report(context, lang, pack_id, track)}
 
 
@@ -469,7 +474,7 @@ def progress_csv(request: Request) -> Response:
 
 @router.get("/teacher/misconceptions.csv", include_in_schema=False)
 def misconceptions_csv(request: Request) -> Response:
-    rows = class_misconceptions(_teacher_context(request), lang_of(request))
+    rows = class_misconceptions(_teacher_context(request), lang_of(request), *_filters(request))
     return _csv(rows, MISCONCEPTION_COLUMNS, "class-misconceptions.csv")
 
 
@@ -521,9 +526,11 @@ def teacher_page(request: Request):
                  for ex in chosen]
     table = [{"name": lr["name"], "id": lr["id"],
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
-    query = "&".join(f"{k}={v}" for k, v in (("pack", pack_id), ("track", track)) if v)
+    from urllib.parse import urlencode
+
+    query = urlencode([(k, v) for k, v in (("pack", pack_id), ("track", track)) if v])  # kept by every CSV link
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
-                       table=table, misconceptions=class_misconceptions(context, lang),
+                       table=table, misconceptions=class_misconceptions(context, lang, pack_id, track),
                        class_code=current_class_code(request.app), learners=learners,
                        removed=context.store.learners(removed=True),
                        report=class_report(context, lang, pack_id, track), duration=_duration,
