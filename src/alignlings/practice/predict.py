@@ -442,6 +442,69 @@ def run_variant(ex: Exercise, q: PredictQuestion, *, timeout: float | None = Non
     return run
 
 
+_PROBE = r"""
+import json, sys, resource
+src, variant, supports_name, in_path, out_path, cpu = sys.argv[1:7]
+for name, value in (("RLIMIT_CPU", int(cpu)), ("RLIMIT_CORE", 0), ("RLIMIT_FSIZE", 16 * 2**20)):
+    try:
+        resource.setrlimit(getattr(resource, name), (value, value))
+    except (AttributeError, ValueError, OSError):
+        pass
+sys.path.insert(0, src)
+import importlib.util
+spec = importlib.util.spec_from_file_location("alignlings_predict_variant", variant)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+check = getattr(module, supports_name)
+out = []
+for result in json.load(open(in_path, encoding="utf-8")):
+    try:
+        got = check(result)
+        out.append(got if isinstance(got, int) and not isinstance(got, bool) else None)
+    except Exception:
+        out.append(None)
+json.dump(out, open(out_path, "w", encoding="utf-8"))
+"""
+
+
+def perturbed(run: Run) -> list[dict]:
+    """Results other than the measured one (each value, and every number at once, scaled, negated,
+    shifted, zeroed): what a ``supports_*`` that reads the numbers answers differently for some of."""
+    out = []
+    def scaled(f, g=None) -> dict:
+        return {"values": {k: f(v) for k, v in run.values.items()},
+                "series": {k: [(g or f)(x) for x in xs] for k, xs in run.series.items()}}
+    for fn in (lambda v: 0.0, lambda v: v * 10, lambda v: v * 0.1, lambda v: -v, lambda v: v + 1, lambda v: v * 1000,
+               lambda v: v - 1000):
+        out.append(scaled(fn))
+    for name in run.values:
+        for fn in (lambda v: 0.0, lambda v: v * 10 + 10, lambda v: v * 0.1 - 10, lambda v: -v, lambda v: v + 100):
+            out.append({"values": {k: (fn(v) if k == name else v) for k, v in run.values.items()},
+                        "series": dict(run.series)})
+    return out
+
+
+def probe_supports(ex: Exercise, q: PredictQuestion, results: list[dict], *, timeout: float = 60.0) -> list[int | None]:
+    """``q.supports`` of ``ex``'s variant.py applied to each of ``results`` in a separate process (as
+    the run is): the option each gives, None where it failed (``dev check``: a supports function
+    that ignores the numbers)."""
+    variant = ex.path / "variant.py"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(),
+           "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "LANG": "C.UTF-8"}
+    with tempfile.TemporaryDirectory(prefix="alignlings-predict-") as work:
+        given, out = Path(work) / "results.json", Path(work) / "supports.json"
+        given.write_text(json.dumps(results), encoding="utf-8")
+        cmd = [sys.executable, "-I", "-c", _PROBE, _src_dir(), str(variant.resolve()), q.supports, str(given),
+               str(out), str(int(timeout) + 5)]
+        try:
+            proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True, check=False)
+            got = json.loads(out.read_text(encoding="utf-8")) if proc.returncode == 0 else []
+        except (subprocess.TimeoutExpired, OSError, ValueError):
+            got = []
+    return [g if isinstance(g, int) else None for g in got] if isinstance(got, list) else []
+
+
 def _write_cache(path: Path, run: Run) -> None:
     payload = {"result": {"values": run.values, "series": run.series}, "supports": run.supports,
                "supports_error": run.supports_error}

@@ -149,7 +149,6 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
     defined = _functions(variant)
     if defined is None:
         problems.append(f"{variant}:1: variant.py is missing or not valid Python")
-    tags = pack_concepts(ex)
     for i, q in enumerate(questions):
         def at(name: str, i: int = i) -> str:
             return f"{toml}:{pr.field_line(toml, i, name)}"
@@ -159,11 +158,7 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
             if defined is not None and fn not in defined:
                 problems.append(f"{at(name)}: {name} = {fn!r}: variant.py defines no function {fn}() "
                                 f"(it defines: {', '.join(sorted(defined)) or 'none'})")
-        for tag in q.concepts:
-            missing = [lang for lang in LANGS if tag not in tags[lang]]
-            if missing:
-                problems.append(f"{at('concepts')}: concept tag {tag!r} is not in [concepts] of the pack's "
-                                f"texts/{'.toml, texts/'.join(missing)}.toml")
+        # concept tags: packlint checks them against every loaded pack, as for quizzes and drills
         if defined is None or q.run not in defined:
             continue
         try:
@@ -171,8 +166,23 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
         except pr.VariantError as exc:
             problems.append(f"{at('run')}: {exc.message}" + (f"\n{exc.detail}" if exc.detail else ""))
             continue
+        try:
+            again = pr.run_variant(ex, q, use_cache=False)
+        except pr.VariantError as exc:
+            again = None
+            problems.append(f"{at('run')}: a second run failed: {exc.message}")
+        if again is not None and (again.values != run.values or again.series != run.series):
+            differ = sorted(k for k in run.values if again.values.get(k) != run.values[k]) or \
+                sorted(k for k in run.series if again.series.get(k) != run.series[k])
+            problems.append(f"{at('run')}: {q.run}() is not deterministic: two runs differ in "
+                            f"{', '.join(differ)} (seed every random draw, e.g. torch.manual_seed(0))")
         if run.supports_error:
             problems.append(f"{at('supports')}: {run.supports_error}")
+        elif run.supports is not None:
+            answers = [a for a in pr.probe_supports(ex, q, pr.perturbed(run)) if a is not None]
+            if len(answers) >= 3 and set(answers) == {run.supports}:
+                problems.append(f"{at('supports')}: {q.supports}() returns {run.supports} whatever the numbers "
+                                f"(tried {len(answers)} other results): decide the option from the measured values")
         elif run.supports != q.answer:
             shown = (f"option {run.supports}" if run.supports is not None and 0 <= run.supports < len(q.options)
                      else f"{run.supports!r}, not an option index")
@@ -188,7 +198,7 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
                 problems.append(f"{at('chart')}: chart series {', '.join(absent)} not in {q.run}()'s 'series' "
                                 f"(it returns: {', '.join(sorted(run.series)) or 'none'})")
     return problems, ["predict.toml", "variant runs", "supports(run()) == answer", "result and chart names",
-                      "concept tags"]
+                      "deterministic run", "supports reads the numbers"]
 
 
 PREDICT = register(Predict())
