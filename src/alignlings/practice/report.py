@@ -139,11 +139,13 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
                 predictions["right"] += bool(q["correct"])
             if not q["correct"]:
                 wrong.append({"exercise": ex.key, "question": qid, "kind": ex.kind_spec.name,
+                              "question_text": question.question.get(lang) or question.question.get("en", ""),
                               "label": ex.kind_spec.label.get(lang) or ex.kind_spec.name,
                               "choice": _option_text(question, q["choice"], lang)})
         hints = sum(1 for e in events if e["kind"] == "hint")  # both kinds: each hint is one event
         revealed = sorted({by_key[(e["pack"], e["exercise"])].key for e in events if e["kind"] == "reveal"})
-        latest = mine[-1] if mine else None
+        # the last code the learner wrote: a quiz, bug-or-not or predict round is recorded with no code
+        latest = next((a for a in reversed(mine) if (a["code"] or "").strip()), None)
         rows.append({
             "id": lid, "name": learner["name"],
             "last_activity": max(stamps) if stamps else None,
