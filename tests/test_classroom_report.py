@@ -256,7 +256,6 @@ def test_per_exercise_a_predict_item_shows_answers_right_and_wrong_options_once_
 
 
 def test_the_csvs_carry_predictions_and_wrong_options(predicted):
-    import json
 
     t = teacher(predicted)
     learners = {r["name"]: r for r in csv.DictReader(io.StringIO(t.get("/teacher/learners.csv").text))}
