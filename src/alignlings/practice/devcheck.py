@@ -110,6 +110,8 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     report.problems += check_blanks_graded(ex, grader, blanks)
     report.checked.append("every blank graded")
     for m in ex.misconceptions:
+        if not 1 <= m.blank <= len(blanks):
+            continue  # packlint reports the blank out of range at its line; there is nothing to grade
         fills = [m.fill if b.index == m.blank else b.answer for b in blanks]
         v = grader.check(ex.key, fills=fills, run_main=False, quick=True, variant=0)  # per-blank cases decide
         entry = next((b for b in v["blanks"] if b["index"] == m.blank), None)
@@ -204,6 +206,13 @@ def locate(ex: Exercise, problem: str) -> str:
         else:
             line = _line(path, r"^\s*(observation|why)\b")
         return f"{path}:{line}: {text}"
+    option = re.match(r"quiz ([\w:-]+) option (\d+): no \w+ (text|why)", text)
+    if option and kinds.of(ex).questions_file == "quiz.toml":  # the option's own text or why
+        from alignlings.practice.predict import option_line
+
+        path = ex.path / "quiz.toml"
+        index = next((i for i, q in enumerate(ex.quiz) if q.id == option.group(1)), 0)
+        return f"{path}:{option_line(path, index, int(option.group(2)), option.group(3))}: {text}"
     quiz = re.match(r"quiz ([\w-]+)", text)
     if quiz:
         path = ex.path / kinds.of(ex).questions_file

@@ -186,13 +186,13 @@ def _keyed(rows: list[dict], questions: dict[QuestionKey, tuple[Any, Any]]) -> l
     recorded before answers named their exercise (``exercise = ''``, schema < 9) goes to the first
     selected exercise of its pack that asks that question id."""
     legacy: dict[tuple[str, str], QuestionKey] = {}
-    for key in questions:
-        legacy.setdefault((key[0], key[2]), key)
+    for known in questions:
+        legacy.setdefault((known[0], known[2]), known)
     out = []
     for r in rows:
-        key = (r["pack"], r["exercise"], r["question_id"]) if r.get("exercise") else legacy.get(
-            (r["pack"], r["question_id"]))
-        if key in questions:
+        key = ((r["pack"], r["exercise"], r["question_id"]) if r.get("exercise")
+               else legacy.get((r["pack"], r["question_id"])))
+        if key is not None and key in questions:
             out.append({**r, "key": key})
     return out
 
