@@ -600,7 +600,8 @@ def teacher_page(request: Request):
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
     from urllib.parse import urlencode
 
-    query = urlencode([(k, v) for k, v in (("pack", pack_id), ("track", track)) if v])  # kept by every CSV link
+    # kept by every CSV link: the filter, and the page's language (titles, question and option texts)
+    query = urlencode([(k, v) for k, v in (("pack", pack_id), ("track", track), ("lang", lang)) if v])
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
                        table=table, misconceptions=class_misconceptions(context, lang, pack_id, track),
                        class_code=current_class_code(request.app), learners=learners,
