@@ -144,7 +144,7 @@ def test_a_filtered_teacher_view_and_its_csvs_match_what_the_learners_did(browse
             assert quiz_row[QUIZ_EX.key]["wrong_options"].startswith(f"{QUESTION.question[lang]} -> ")
             # the page labels the question by its text, and counts in the page's language
             page.goto(f"/teacher?lang={lang}")
-            assert s["solved_head"] in page.locator(f'li[data-exercise="dpo-loss"] .solved-n').inner_text()
+            assert s["solved_head"] in page.locator('li[data-exercise="dpo-loss"] .solved-n').inner_text()
         for context, _ in learners.values():
             context.close()
         teacher.close()
