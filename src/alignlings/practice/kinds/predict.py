@@ -178,16 +178,16 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
                             f"{', '.join(differ)} (seed every random draw, e.g. torch.manual_seed(0))")
         if run.supports_error:
             problems.append(f"{at('supports')}: {run.supports_error}")
-        elif run.supports is not None:
-            answers = [a for a in pr.probe_supports(ex, q, pr.perturbed(run)) if a is not None]
-            if len(answers) >= 3 and set(answers) == {run.supports}:
-                problems.append(f"{at('supports')}: {q.supports}() returns {run.supports} whatever the numbers "
-                                f"(tried {len(answers)} other results): decide the option from the measured values")
         elif run.supports != q.answer:
             shown = (f"option {run.supports}" if run.supports is not None and 0 <= run.supports < len(q.options)
                      else f"{run.supports!r}, not an option index")
             problems.append(f"{at('answer')}: answer = {q.answer}, but {q.supports}({q.run}()) = {shown}: the "
                             f"measured values {run.values} support another option")
+        if run.supports is not None and not run.supports_error:  # and it reads them: not a constant
+            answers = [a for a in pr.probe_supports(ex, q, pr.perturbed(run)) if a is not None]
+            if len(answers) >= 3 and set(answers) == {run.supports}:
+                problems.append(f"{at('supports')}: {q.supports}() returns {run.supports} whatever the numbers "
+                                f"(tried {len(answers)} other results): decide the option from the measured values")
         missing_values = sorted(q.result_fields() - set(run.values))
         if missing_values:
             problems.append(f"{at('result')}: result names {', '.join(missing_values)}, which {q.run}() does not "
