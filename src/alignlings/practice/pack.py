@@ -479,10 +479,9 @@ def _link_tracks(course: Pack, parts: list[Pack]) -> None:
                 else:
                     known = [u.key for u in tracks if u.key != t.key] + [u.id for u in tracks if u.key != t.key]
                     close = difflib.get_close_matches(r, known, n=1, cutoff=0.6)
-                    what = "names no track of the loaded packs" + (
+                    what = "names no track of the loaded packs" + (  # a typo, or a pack not loaded
                         f"; did you mean {close[0]!r}?" if close else
-                        " (tracks: " + (", ".join(u.key for u in tracks if u.key != t.key) or "none") +
-                        "; a track of another pack needs that pack in include or another --pack)")
+                        " (add its pack to include, or load it with another --pack)")
                 toml = folder[t.pack] / "pack.toml"
                 line = _toml_line(toml, r, r"requires", after=rf"^\s*id\s*=\s*[\"']{re.escape(t.id)}[\"']")
                 raise PackError(f"{toml}:{line}: track {t.id!r}: requires {r!r} {what}")
