@@ -120,20 +120,6 @@ def _functions(path: Path) -> set[str] | None:
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
-def pack_concepts(ex) -> dict[str, set[str]]:
-    """lang -> the concept tags the exercise's pack names (``[concepts]`` of its texts/<lang>.toml)."""
-    out: dict[str, set[str]] = {}
-    for lang in LANGS:
-        path = ex.path.parent / "texts" / f"{lang}.toml"
-        try:
-            with path.open("rb") as f:
-                table = tomllib.load(f).get("concepts", {})
-        except (OSError, tomllib.TOMLDecodeError):
-            table = {}
-        out[lang] = set(table) if isinstance(table, dict) else set()
-    return out
-
-
 def check_predict(ex) -> tuple[list[str], list[str]]:
     """``dev check`` of a predict item: (problems as ``FILE:LINE: message``, what was checked)."""
     from alignlings.practice import predict as pr
