@@ -112,7 +112,7 @@ def test_per_learner_who_is_stuck_where(app):
     assert bo["revealed"] == ["grpo-loss"]
     choice = QUIZ[0].options[app.state.ids["wrong_choice"]].text["en"]
     assert bo["wrong_choices"] == [{"exercise": "concepts", "question": QUIZ[0].id, "kind": "quiz", "label": "quiz",
-                                    "choice": choice}]
+                                    "question_text": QUIZ[0].question["en"], "choice": choice}]
     assert bo["time_on_task_s"] == 60 + 5 * 60 + 2 * 60 + 60  # 0 -> 5 -> 7, then a break: a new session at 60
     assert bo["last_submission"] == {"exercise": "dpo-loss", "at": at(5), "passed": False, "code": "bo-2"}
 
@@ -146,7 +146,8 @@ def test_filters_by_pack_and_track_and_csvs_with_tracks(app):
     assert {r["track"] for r in progress} == {"bug-drills/spot-the-bug"}
     full = list(csv.DictReader(io.StringIO(t.get("/teacher/progress.csv").text)))
     tracks = [r["track"] for r in full]
-    assert tracks == sorted(tracks)  # grouped by track
+    order = [tr.key for tr in COURSE.tracks]
+    assert tracks == sorted(tracks, key=order.index)  # grouped by track, in the course's order (issue 34)
     learners = list(csv.DictReader(io.StringIO(t.get("/teacher/learners.csv").text)))
     assert [r["name"] for r in learners] == ["Ann", "Bo"] and learners[1]["hints"] == "3"
     assert "bo-2" not in t.get("/teacher/learners.csv").text  # code stays on the page, out of the CSV
@@ -232,10 +233,10 @@ def test_per_learner_predictions_count_the_first_one_and_name_the_wrong_option(p
     assert (ann["predictions"], ann["predictions_right"]) == (1, 0)  # right only after seeing the run
     assert (bo["predictions"], bo["predictions_right"]) == (1, 1)
     assert ann["wrong_choices"] == [{"exercise": PREDICT.key, "question": PRED.id, "kind": "predict", "label": "预测",
-                                     "choice": PRED.options[PRED_WRONG].text["zh"]}]
+                                     "question_text": PRED.question["zh"], "choice": PRED.options[PRED_WRONG].text["zh"]}]
     quiz = COURSE.get("concepts")
     assert bo["wrong_choices"] == [{"exercise": "concepts", "question": QUIZ[0].id, "kind": "quiz", "label": "测验",
-                                    "choice": QUIZ[0].options[predicted.state.ids["wrong_choice"]].text["zh"]}]
+                                    "question_text": QUIZ[0].question["zh"], "choice": QUIZ[0].options[predicted.state.ids["wrong_choice"]].text["zh"]}]
     assert quiz.kind_spec.first_answer_counts is False and PREDICT.kind_spec.first_answer_counts is True
 
 
@@ -255,19 +256,18 @@ def test_per_exercise_a_predict_item_shows_answers_right_and_wrong_options_once_
 
 
 def test_the_csvs_carry_predictions_and_wrong_options(predicted):
-    import json
 
     t = teacher(predicted)
     learners = {r["name"]: r for r in csv.DictReader(io.StringIO(t.get("/teacher/learners.csv").text))}
     assert (learners["Ann"]["predictions"], learners["Ann"]["predictions_right"]) == ("1", "0")
     assert (learners["Bo"]["predictions"], learners["Bo"]["predictions_right"]) == ("1", "1")
-    assert '"kind": "predict"' in learners["Ann"]["wrong_choices"]
+    assert f"{PREDICT.key} [predict] {PRED.question['en']} -> " in learners["Ann"]["wrong_choices"]  # no JSON
     track = COURSE.track_of(PREDICT.key).key
     exercises = {r["exercise"]: r for r in csv.DictReader(io.StringIO(t.get(f"/teacher/exercises.csv?track={track}").text))}
     row = exercises[PREDICT.key]
     assert (row["kind"], row["answered"], row["answered_right"], row["solved"]) == ("predict", "2", "1", "2")
-    assert json.loads(row["wrong_options"]) == [{"question": PRED.id, "option": "ABCDEFGH"[PRED_WRONG],
-                                                 "text": PRED.options[PRED_WRONG].text["en"], "learners": 1}]
+    assert row["wrong_options"] == (f"{PRED.question['en']} -> {'ABCDEFGH'[PRED_WRONG]} "
+                                    f"“{PRED.options[PRED_WRONG].text['en']}” (1 learners)")
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -58,8 +59,10 @@ def dev_check(pack: PackOption = None) -> None:
         raise typer.Exit(1) from None
     failed: list[str] = []
     ok, fail = f"[green]{escape(say['ok'])}[/]", f"[red]{escape(say['fail'])}[/]"
+    shown_before: set[str] = set()  # each problem once: a loader error is both structure's and its exercise's
     for part in _targets(course, pack):
         structure = packlint.lint_pack(part, course=course)
+        shown_before |= {str(p) for p in structure}
         out.print(f"{fail if structure else ok} {escape(part.id)}: {escape(say['structure'])}")
         for problem in structure:
             out.print(f"    [red]-[/] {escape(pack_error(problem))}", soft_wrap=True)
@@ -73,18 +76,23 @@ def dev_check(pack: PackOption = None) -> None:
                     report = check_exercise(ex, grader)  # every problem as FILE:LINE: message
                     problems += [p if p.startswith(f"{ex.path}/") else f"{ex.path}: {p}" for p in report.problems]
                     checked = report.checked
-                    if ex.kind_spec.graded_as_file:
-                        problems += [str(p) for p in packlint.check_determinism(ex, grader)]
-                        checked.append("cases seeded")
+                    if ex.kind_spec.graded_as_file:  # a case named unreproducible already is not named again
+                        named = {m.group(1) for p in problems for m in [re.search(r": case '(.*?)' is unreproducible", p)] if m}
+                        problems += [str(p) for p in packlint.check_determinism(ex, grader)
+                                     if not any(f"case {n!r} " in p.message for n in named)]
+                        if not named:
+                            checked.append("cases seeded")
                 except Exception as exc:  # noqa: BLE001 - one line per problem, never a traceback
                     text = str(exc)
                     problems.append(locate(ex, text if text.startswith(str(ex.path)) else f"{type(exc).__name__}: {text}"))
                 shown = ", ".join(done(c) for c in checked)
                 out.print(f"{fail if problems else ok} {escape(ex.key)}: {escape(shown)}")
-                for problem in problems:
+                new = [p for p in dict.fromkeys(problems) if p not in shown_before]
+                shown_before |= set(new)
+                for problem in new:
                     out.print(f"    [red]-[/] {escape(pack_error(problem))}", soft_wrap=True)
-                if problems:
-                    failed.append(f"{ex.key} ({len(problems)})")
+                if new:
+                    failed.append(f"{ex.key} ({len(new)})")
     if failed:
         out.print(f"[red]{escape(say['check_failed'].format(what=', '.join(failed)))}[/]")
         raise typer.Exit(1)
@@ -137,9 +145,15 @@ def dev_preview(
     from alignlings.practice import blanks as bl
     from alignlings.practice.grader import Grader, template_for
 
-    lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
+    lang, p, ex = open_exercise(exercise_id, lang, pack)
     out = console()
     say = MSG[lang]
+    if ex.kind_spec.name == "predict" or ex.kind_spec.answered_by_choice:
+        _preview_questions(out, say, ex, lang)
+        return
+    if not ex.kind_spec.has_blanks:
+        _preview_bug(out, say, p, ex, lang)
+        return
     out.rule(say["template"].format(lang=lang))
     print_code(out, template_for(ex, lang))  # whole lines when piped (no 80-column cut)
     source = ex.solution_source
@@ -170,3 +184,72 @@ def dev_preview(
             out.print(f"    {verdict}")
             if entry.get("message"):
                 out.print(f"    {escape(entry['message'])}")
+
+
+LETTERS = "ABCDEFGH"
+
+
+def _preview_questions(out, say: dict, ex, lang: str) -> None:
+    """A quiz, bug-or-not drill or predict item: each question, its options (the right one marked)
+    with their why, and for a predict item the result of its run and the explanation."""
+    from rich.markup import escape
+
+    kind = ex.kind_spec.label.get(lang) or ex.kind_spec.name
+    out.rule(say["questions"].format(kind=kind))
+    statement = ex.texts(lang).statement.strip()
+    if statement:
+        out.print(escape(statement), soft_wrap=True)
+    questions = ex.predict if ex.kind_spec.name == "predict" else ex.quiz
+    for n, q in enumerate(questions, start=1):
+        out.print(f"\n[bold]{n}. {escape(q.question.get(lang, ''))}[/] [dim]({escape(q.id)})[/]", soft_wrap=True)
+        for i, o in enumerate(q.options):
+            mark = f" [green]← {escape(say['right'])}[/]" if i == q.answer else ""
+            out.print(f"  {LETTERS[i]}. {escape(o.text.get(lang, ''))}{mark}", soft_wrap=True)
+            if o.why.get(lang):
+                out.print(f"     [dim]{escape(o.why[lang])}[/]", soft_wrap=True)
+        if ex.kind_spec.name == "predict":
+            from alignlings.practice import predict as pr
+
+            try:
+                run = pr.run_variant(ex, q)
+                out.print(f"  {escape(say['result'])}: {escape(pr.result_text(q, run.values, lang))}", soft_wrap=True)
+            except pr.VariantError as exc:
+                out.print(f"  [red]{escape(say['run_failed'].format(message=exc.message))}[/]", soft_wrap=True)
+            out.print(f"  {escape(q.explanation.get(lang, ''))}", soft_wrap=True)
+
+
+def _preview_bug(out, say: dict, course, ex, lang: str) -> None:
+    """A bug drill: buggy.py as the learner starts, then each wrong fix (what it changes) and what
+    the grader says of it: recognised as itself, as another, or accepted."""
+    from rich.markup import escape
+
+    from alignlings.cli.solution import print_code
+    from alignlings.practice.bugdrill import apply_wrong_fix
+    from alignlings.practice.grader import Grader
+
+    out.rule(say["start_file"])
+    print_code(out, ex.buggy_source)
+    if not ex.wrong_fixes:
+        out.print(say["no_wrong_fixes"])
+        return
+    out.rule(say["wrong_fixes"])
+    with Grader(course, warm=len(ex.wrong_fixes) > 1) as grader:
+        for fix in ex.wrong_fixes:
+            out.print(f"[bold]{escape(fix.id)}[/]")
+            if fix.file:
+                out.print(f"    [dim]file = {escape(fix.file)}[/]")
+            else:
+                for line in fix.find.splitlines():
+                    out.print(f"    [red]- {escape(line)}[/]", soft_wrap=True)
+                for line in fix.replace.splitlines():
+                    out.print(f"    [green]+ {escape(line)}[/]", soft_wrap=True)
+            v = grader.check(ex.key, apply_wrong_fix(ex, fix), lang=lang, run_main=False)
+            got = (v.get("bug") or {}).get("wrong_fix")
+            if v["passed"]:
+                verdict = f"[red]{escape(say['accepted'])}[/] {escape(say['accepted_why'])}"
+            elif got == fix.id:
+                verdict = f"[green]{escape(say['matched'])}[/]"
+            else:
+                verdict = f"[yellow]{escape(say['matched_other'].format(other=got or '-'))}[/]"
+            out.print(f"    {verdict}")
+            out.print(f"    [dim]{escape(fix.feedback.get(lang, ''))}[/]", soft_wrap=True)

@@ -292,6 +292,13 @@ def check_bug_drill(ex: Exercise, grader) -> tuple[list[str], list[str]]:
     elif not all(touches_region(ex, [h]) for h in fix_hunks):
         problems.append(f"the fix (buggy.py -> solution.py) changes lines outside region [{first}, {last}]")
     checked.append("region holds the fix")
+    unreproducible = grader.reference_reproducible(ex)
+    if unreproducible:  # nothing can be matched by behaviour on a case that changes: say that, once
+        for name in unreproducible:
+            problems.append(f"case {name!r} is unreproducible: its values change between two runs of the "
+                            "reference (seed its random inputs, e.g. torch.Generator().manual_seed(...))")
+        return problems, checked  # buggy.py and the wrong fixes are proven once every case is
+    checked.append("cases reproducible")
     ref = grader.check(ex.key, ex.solution_source, run_main=False)
     if not ref["passed"]:
         failing = [c["message"] for c in ref["cases"] if not c["passed"]] or [str(ref["error"])]

@@ -41,24 +41,40 @@ def check_texts(ex: Exercise) -> list[str]:
         try:
             texts = ex.texts(lang)
         except Exception as exc:  # noqa: BLE001 - report every broken file, not only the first
-            problems.append(f"texts/{lang}.toml: {exc}")
+            text = str(exc)
+            # an error naming its own file (the other language's, loaded together) is that file's
+            problems.append(text if text.startswith(f"{ex.path}/") else f"texts/{lang}.toml: {text}")
             continue
-        if not texts.statement.strip():
-            problems.append(f"texts/{lang}.toml: empty statement")
+        keys = _toml_keys(ex.path / "texts" / f"{lang}.toml")
+        for key in ("statement", "explanation"):
+            if key == "explanation" and not kinds.of(ex).texts_need_hints:
+                continue
+            if key not in keys:
+                problems.append(f"texts/{lang}.toml: {key} is missing: add {key} = \"\"\"...\"\"\" in {lang}")
+            elif not getattr(texts, key).strip():
+                problems.append(f"texts/{lang}.toml: empty {key}")
         if kinds.of(ex).texts_need_hints and len(texts.hints) < MIN_HINTS:
             problems.append(f"texts/{lang}.toml: {len(texts.hints)} hints, expected at least {MIN_HINTS}")
-        if kinds.of(ex).texts_need_hints and not texts.explanation.strip():
-            problems.append(f"texts/{lang}.toml: empty explanation")
         if lang not in ex.title:
             problems.append(f"exercise.toml: title has no {lang!r}")
     problems += kinds.of(ex).text_problems(ex)  # blanks and misconceptions, questions: the kind's own
     return problems
 
 
+def _toml_keys(path: Path) -> set[str]:
+    import tomllib
+
+    try:
+        with path.open("rb") as f:
+            return set(tomllib.load(f))
+    except (OSError, tomllib.TOMLDecodeError):
+        return set()
+
+
 def check_exercise(ex: Exercise, grader) -> Report:
     """Prove one exercise; every problem of the report reads ``FILE:LINE: message``."""
     report = _check_exercise(ex, grader)
-    report.problems = [locate(ex, p) for p in report.problems]
+    report.problems = list(dict.fromkeys(locate(ex, p) for p in report.problems))  # each problem once
     return report
 
 
@@ -79,6 +95,8 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     for name in unreproducible:
         report.problems.append(f"case {name!r} is unreproducible: its values change between two runs of the "
                                "reference (seed its random inputs, e.g. torch.Generator().manual_seed(...))")
+    if unreproducible:  # the reference itself cannot be judged on such a case: name it, and stop there
+        return report
     report.checked.append("cases reproducible")
     ref = grader.check(ex.key, fills=[b.answer for b in blanks], run_main=False, variant=0)
     if not ref["passed"]:
@@ -92,10 +110,9 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     report.checked.append("templates fail")
     report.problems += check_blanks_graded(ex, grader, blanks)
     report.checked.append("every blank graded")
-    if unreproducible:  # behaviour cannot be matched on a case that changes: say so once, not per mistake
-        report.problems.append(f"{len(ex.misconceptions)} misconceptions not proven until every case is reproducible")
-        return report
     for m in ex.misconceptions:
+        if not 1 <= m.blank <= len(blanks):
+            continue  # packlint reports the blank out of range at its line; there is nothing to grade
         fills = [m.fill if b.index == m.blank else b.answer for b in blanks]
         v = grader.check(ex.key, fills=fills, run_main=False, quick=True, variant=0)  # per-blank cases decide
         entry = next((b for b in v["blanks"] if b["index"] == m.blank), None)
@@ -198,6 +215,11 @@ def locate(ex: Exercise, problem: str) -> str:
             else:
                 line = _line(path, r"BLANK") if rel == "solution.py" else 1
             return f"{path}:{line}: {rest}"
+    case = re.match(r"case (['\"])(.*?)\1", text)
+    if case and (ex.path / "check.py").is_file():  # a case's problem: the line of check.py that names it
+        check = ex.path / "check.py"
+        named_line = _line(check, r"[\"']" + re.escape(repr(case.group(2))[1:-1]) + r"[\"']")
+        return f"{check}:{named_line}: {text}"
     misc = ex.path / "misconceptions.toml"
     named = re.match(r"(misconception|wrong_fix) ([\w-]+)", text)
     if named:
@@ -210,6 +232,13 @@ def locate(ex: Exercise, problem: str) -> str:
         else:
             line = _line(path, r"^\s*(observation|why)\b")
         return f"{path}:{line}: {text}"
+    option = re.match(r"quiz ([\w:-]+) option (\d+): no \w+ (text|why)", text)
+    if option and kinds.of(ex).questions_file == "quiz.toml":  # the option's own text or why
+        from alignlings.practice.predict import option_line
+
+        path = ex.path / "quiz.toml"
+        index = next((i for i, q in enumerate(ex.quiz) if q.id == option.group(1)), 0)
+        return f"{path}:{option_line(path, index, int(option.group(2)), option.group(3))}: {text}"
     quiz = re.match(r"quiz ([\w-]+)", text)
     if quiz:
         path = ex.path / kinds.of(ex).questions_file

@@ -460,11 +460,13 @@ class InterviewMixin:
             if key in state["answers"]:
                 raise InterviewError("item", text(lang, "choice_final", n=index + 1))
             pack_id, q = question_of(self.course, item)
+            # the exercise that asks it ('' for a track's interview question: its id is unique in the pack)
+            asker = "" if item["exercise"].startswith(BANK) else self.course.exercises[item["exercise"]].id
             if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
                 raise InterviewError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
             correct = choice == q.answer
             self._safely(f"an interview answer to {q.id}",
-                         lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=pack_id))
+                         lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=pack_id, exercise=asker))
             feedback = {lg: _choice_feedback(q, choice, lg) for lg in _TEXT}
             misconceptions = [] if correct else [q.options[choice].why.get("en", "")]
             entry = {"answer": choice, "correct": correct, "feedback": feedback, "misconceptions": misconceptions}

@@ -6,6 +6,9 @@ neither torch nor the learner's code, so listing exercises stays fast.
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -400,7 +403,8 @@ def _load_folder(root: Path) -> Pack:
     exercises = {}
     for name in order:
         if not (root / name / "exercise.toml").is_file():
-            raise PackError(f"{toml}: order lists {name!r} but {root / name}/exercise.toml is missing")
+            raise PackError(f"{toml}:{_toml_line(toml, name, r'order')}: order lists {name!r} but "
+                            f"{root / name}/exercise.toml is missing{_did_you_mean(name, found)}")
         ex = load_exercise(root / name)
         ex.pack, ex.key = pack_id, ex.id
         exercises[ex.id] = ex
@@ -432,8 +436,9 @@ def _read_tracks(items, toml: Path, pack_id: str, title: dict[str, str], order: 
             raise PackError(f"{where}: requires must be a list of track ids")
         for name in names:
             if name not in order:
-                raise PackError(f"{where}: exercise {name!r} is not in [pack] order "
-                                f"(order lists: {', '.join(order) or 'nothing'})")
+                line = _toml_line(toml, name, r"exercises", after=rf"^\s*id\s*=\s*[\"']{re.escape(t['id'])}[\"']")
+                raise PackError(f"{toml}:{line}: track {t['id']!r}: exercise {name!r} is not in [pack] order "
+                                f"(order lists: {', '.join(order) or 'nothing'}){_did_you_mean(name, order)}")
             if name in placed:
                 raise PackError(f"{where}: exercise {name!r} is already in track {placed[name]!r}")
             placed[name] = t["id"]
@@ -461,9 +466,46 @@ def _link_tracks(course: Pack, parts: list[Pack]) -> None:
         for r in t.requires:
             found = [u for u in tracks if r in (u.key, u.id)]
             if len(found) != 1:
-                what = "names tracks in several packs; write PACK/TRACK" if found else \
-                    "names no track of the loaded packs (add its pack to include)"
-                raise PackError(f"{folder[t.pack] / 'pack.toml'}: track {t.id!r}: requires {r!r} {what}")
+                if found:
+                    what = "names tracks in several packs; write PACK/TRACK"
+                else:
+                    known = [u.key for u in tracks if u.key != t.key] + [u.id for u in tracks if u.key != t.key]
+                    close = difflib.get_close_matches(r, known, n=1, cutoff=0.6)
+                    what = "names no track of the loaded packs" + (  # a typo, or a pack not loaded
+                        f"; did you mean {close[0]!r}?" if close else
+                        " (add its pack to include, or load it with another --pack)")
+                toml = folder[t.pack] / "pack.toml"
+                line = _toml_line(toml, r, r"requires", after=rf"^\s*id\s*=\s*[\"']{re.escape(t.id)}[\"']")
+                raise PackError(f"{toml}:{line}: track {t.id!r}: requires {r!r} {what}")
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _toml_line(toml: Path, value: str, key: str, after: str = "") -> int:
+    """The line of pack.toml where ``key = [...]`` lists ``value`` (after the first line matching
+    ``after``: a track's own table), else the key's line, else 1."""
+    try:
+        lines = toml.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 1
+    start = next((i for i, line in enumerate(lines) if after and re.search(after, line)), 0)
+    quoted = re.compile(rf"[\"']{re.escape(value)}[\"']")
+    depth, key_line = 0, 0
+    for i in range(start, len(lines)):
+        code = lines[i].split("#", 1)[0]
+        if depth <= 0 and re.match(rf"^\s*{key}\s*=", code):
+            key_line = key_line or i + 1
+            code = code.split("=", 1)[1]
+            depth = 0
+        elif depth <= 0:
+            continue
+        if quoted.search(code):
+            return i + 1
+        depth += code.count("[") - code.count("]")
+    return key_line or 1
 
 
 def builtin_pack_names() -> list[str]:

@@ -95,19 +95,25 @@ ExerciseTexts = Texts
 
 def read_quiz_questions(path: Path) -> tuple[QuizQuestion, ...]:
     """The ``[[question]]`` tables of a quiz.toml, each with its options and the right one's index."""
+    from alignlings.practice.predict import field_line, option_line  # the same [[question]] layout
+
     questions = []
     for i, q in enumerate(_read_toml(path).get("question", [])):
-        where = f"{path}: question #{i + 1}"
+        where = f"{path}:{field_line(path, i, 'id')}: question #{i + 1}"
         try:
             options = tuple(
-                QuizOption(text=_lang_dict(o["text"], where + " option"), why=_lang_dict(o["why"], where + " why"))
-                for o in q["option"]
+                QuizOption(text=_lang_dict(o["text"], f"{path}:{option_line(path, i, k, 'text')}: question #{i + 1} "
+                                                      f"option #{k + 1} text"),
+                           why=_lang_dict(o["why"], f"{path}:{option_line(path, i, k, 'why')}: question #{i + 1} "
+                                                    f"option #{k + 1} why"))
+                for k, o in enumerate(q["option"])
             )
             answer = int(q["answer"])
         except KeyError as exc:
             raise PackError(f"{where}: missing field {exc.args[0]!r}") from None
         if not 0 <= answer < len(options):
-            raise PackError(f"{where}: answer {answer} is not an option index 0..{len(options) - 1}")
+            raise PackError(f"{path}:{field_line(path, i, 'answer')}: question #{i + 1}: answer {answer} is not an "
+                            f"option index 0..{len(options) - 1}")
         questions.append(QuizQuestion(id=str(q.get("id", f"q{i + 1}")),
                                       question=_lang_dict(q["question"], where), options=options, answer=answer))
     return tuple(questions)

@@ -71,6 +71,7 @@ def lint_pack(pack: Pack, course: Pack | None = None) -> list[Problem]:
                                     line_of(toml, r"^\s*\[pack\]"),
                                     f"exercise folder {name!r} is missing from [pack] order"))
     names = _concept_names(course or pack)
+    problems += _question_ids(pack)
     for ex in pack:
         problems += lint_exercise(ex)
         problems += _concept_tags(ex, names)
@@ -122,9 +123,7 @@ def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Proble
             where += [(ex.path / "quiz.toml", t) for tags in review.question_concepts(ex).values() for t in tags]
         where += [(ex.path / "predict.toml", t) for q in ex.predict for t in q.concepts]  # predict items
     except PackError as exc:
-        text = str(exc)
-        path = Path(text.split(": ", 1)[0]) if text.startswith(str(ex.path)) else ex.path / "exercise.toml"
-        return [Problem(path, _line_in(text), text.split(": ", 1)[-1])]
+        return [problem_of(ex, str(exc))]
     out, seen = [], set()
     for path, tag in where:
         missing = [lang for lang in LANGS if tag not in names.get(lang, {})]
@@ -133,6 +132,45 @@ def _concept_tags(ex: Exercise, names: dict[str, dict[str, str]]) -> list[Proble
             out.append(Problem(path, line_of(path, rf"[\"']{re.escape(tag)}[\"']"),
                                f"unknown concept tag {tag!r}: name it in [concepts] of the pack's "
                                f"texts/{missing[0]}.toml (e.g. {tag} = \"...\")"))
+    return out
+
+
+def problem_of(ex: Exercise, text: str) -> Problem:
+    """A loader's error (``/abs/ex/FILE:LINE: message``, ``/abs/ex/FILE: message`` or a bare message)
+    as a :class:`Problem` of ``ex``'s file at fault (exercise.toml when it names none)."""
+    found = re.match(r"^(/[^\n]*?\.(?:toml|py))(?::(\d+))?: (.*)$", text, re.S)
+    if found and found.group(1).startswith(str(ex.path)):
+        return Problem(Path(found.group(1)), int(found.group(2) or _line_in(found.group(3))), found.group(3))
+    return Problem(ex.path / "exercise.toml", _line_in(text), text)
+
+
+def _question_ids(pack: Pack) -> list[Problem]:
+    """A question id (quiz, bug-or-not, predict) is unique in the pack: answers are recorded per pack
+    and question, so two exercises asking one id would share a learner's answers. Each repeat is
+    reported at its own line, naming where the id is first asked."""
+    first: dict[str, tuple[Exercise, Path, int]] = {}
+    out = []
+    for ex in pack:
+        spec = ex.kind_spec
+        try:
+            ids = spec.question_ids(ex)
+        except PackError:
+            continue  # the file's own problem is reported where it is
+        authored = "predict.toml" if (spec.name == "predict") else spec.questions_file
+        for qid in ids:
+            if authored in ("quiz.toml", "predict.toml"):
+                path = ex.path / authored
+                line = line_of(path, rf"^\s*id\s*=\s*[\"']{re.escape(qid)}[\"']")
+            else:  # bug-or-not: its ids ("DRILL:verdict", "DRILL:reason") come from the exercise id
+                path = ex.path / "exercise.toml"
+                line = line_of(path, r"^\s*id\s*=")
+            if qid in first:
+                other, other_path, other_line = first[qid]
+                out.append(Problem(path, line, f"question id {qid!r} is already used by {other.id!r} "
+                                               f"({other_path.relative_to(pack.path)}:{other_line}): question ids "
+                                               "are unique in the pack across quiz, bug-or-not and predict items"))
+            else:
+                first[qid] = (ex, path, line)
     return out
 
 

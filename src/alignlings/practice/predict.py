@@ -121,6 +121,30 @@ def field_line(path: Path, index: int, name: str) -> int:
     return first
 
 
+def option_line(path: Path, index: int, option: int, name: str = "") -> int:
+    """The line of field ``name`` (``text``, ``why``; '' for the table itself) of the ``option``-th
+    ``[[question.option]]`` table of the ``index``-th question (0-based): the line that names it,
+    else the option's table line (else the question's first line)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 1
+    spans = _question_lines("\n".join(lines))
+    if not spans:
+        return 1
+    first, last = spans[min(index, len(spans) - 1)]
+    heads = [n for n in range(first, last + 1) if re.match(r"^\s*\[\[\s*question\.option\s*\]\]", lines[n - 1])]
+    if option >= len(heads):
+        return first
+    start = heads[option]
+    end = heads[option + 1] - 1 if option + 1 < len(heads) else last
+    if name:
+        for n in range(start + 1, end + 1):
+            if re.match(rf"^\s*{re.escape(name)}\b", lines[n - 1]):
+                return n
+    return start
+
+
 def _format_fields(text: str) -> set[str]:
     """The field names of a ``str.format`` text (``{name:.2f}`` -> ``name``)."""
     out = set()
@@ -176,10 +200,13 @@ def load_questions(ex: Exercise) -> tuple[PredictQuestion, ...]:
                             f"tables, got {n}")
         options = []
         for k, o in enumerate(raw_options):
+            def at(name: str, i: int = i, k: int = k) -> str:  # the option's own line, not the question's
+                return f"{path}:{option_line(path, i, k, name)}: question #{i + 1} option #{k + 1}" + \
+                    (f" {name}" if name else "")
+
             if not isinstance(o, dict) or "text" not in o or "why" not in o:
-                raise PackError(f"{where('option')} #{k + 1}: expected text.en/zh and why.en/zh")
-            options.append(PredictOption(text=_langs(o["text"], f"{where('option')} #{k + 1} text"),
-                                         why=_langs(o["why"], f"{where('option')} #{k + 1} why")))
+                raise PackError(f"{at('')}: expected text.en/zh and why.en/zh")
+            options.append(PredictOption(text=_langs(o["text"], at("text")), why=_langs(o["why"], at("why"))))
         answer = q["answer"]
         if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
             raise PackError(f"{where('answer')}: expected an option index 0..{len(options) - 1} (0-based), got {answer!r}")
@@ -431,6 +458,69 @@ def _run_variant(ex: Exercise, q: PredictQuestion, path: Path, timeout: float | 
     run = Run(values, series, data.get("supports"), data.get("supports_error"), False, seconds)
     _write_cache(path, run)
     return run
+
+
+_PROBE = r"""
+import json, sys, resource
+src, variant, supports_name, in_path, out_path, cpu = sys.argv[1:7]
+for name, value in (("RLIMIT_CPU", int(cpu)), ("RLIMIT_CORE", 0), ("RLIMIT_FSIZE", 16 * 2**20)):
+    try:
+        resource.setrlimit(getattr(resource, name), (value, value))
+    except (AttributeError, ValueError, OSError):
+        pass
+sys.path.insert(0, src)
+import importlib.util
+spec = importlib.util.spec_from_file_location("alignlings_predict_variant", variant)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+check = getattr(module, supports_name)
+out = []
+for result in json.load(open(in_path, encoding="utf-8")):
+    try:
+        got = check(result)
+        out.append(got if isinstance(got, int) and not isinstance(got, bool) else None)
+    except Exception:
+        out.append(None)
+json.dump(out, open(out_path, "w", encoding="utf-8"))
+"""
+
+
+def perturbed(run: Run) -> list[dict]:
+    """Results other than the measured one (each value, and every number at once, scaled, negated,
+    shifted, zeroed): what a ``supports_*`` that reads the numbers answers differently for some of."""
+    out = []
+    def scaled(f, g=None) -> dict:
+        return {"values": {k: f(v) for k, v in run.values.items()},
+                "series": {k: [(g or f)(x) for x in xs] for k, xs in run.series.items()}}
+    for fn in (lambda v: 0.0, lambda v: v * 10, lambda v: v * 0.1, lambda v: -v, lambda v: v + 1, lambda v: v * 1000,
+               lambda v: v - 1000):
+        out.append(scaled(fn))
+    for name in run.values:
+        for fn in (lambda v: 0.0, lambda v: v * 10 + 10, lambda v: v * 0.1 - 10, lambda v: -v, lambda v: v + 100):
+            out.append({"values": {k: (fn(v) if k == name else v) for k, v in run.values.items()},
+                        "series": dict(run.series)})
+    return out
+
+
+def probe_supports(ex: Exercise, q: PredictQuestion, results: list[dict], *, timeout: float = 60.0) -> list[int | None]:
+    """``q.supports`` of ``ex``'s variant.py applied to each of ``results`` in a separate process (as
+    the run is): the option each gives, None where it failed (``dev check``: a supports function
+    that ignores the numbers)."""
+    variant = ex.path / "variant.py"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(),
+           "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "LANG": "C.UTF-8"}
+    with tempfile.TemporaryDirectory(prefix="alignlings-predict-") as work:
+        given, out = Path(work) / "results.json", Path(work) / "supports.json"
+        given.write_text(json.dumps(results), encoding="utf-8")
+        cmd = [sys.executable, "-I", "-c", _PROBE, _src_dir(), str(variant.resolve()), q.supports, str(given),
+               str(out), str(int(timeout) + 5)]
+        try:
+            proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True, check=False)
+            got = json.loads(out.read_text(encoding="utf-8")) if proc.returncode == 0 else []
+        except (subprocess.TimeoutExpired, OSError, ValueError):
+            got = []
+    return [g if isinstance(g, int) else None for g in got] if isinstance(got, list) else []
 
 
 def _write_cache(path: Path, run: Run) -> None:

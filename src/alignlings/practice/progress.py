@@ -12,7 +12,7 @@ from __future__ import annotations
 from alignlings.practice.store.schema import (  # noqa: F401 - re-exported
     ATTEMPT_LEVELS, DEFAULT_PACK, EVENT_KINDS, HINT, MIGRATIONS, RESET, REVEAL, SCHEMA_VERSION, _TABLES,
     _clock_lock, _id_column, _last_now, _learner_id, _pack, _script, _set_schema_version, _utc_iso, _v1, _v2, _v3,
-    _v4, _v5, _v6, _v7, _v8, _v9, attempt_level, dialect, insert_returning_id, migrate, schema_version, utcnow,
+    _v4, _v5, _v6, _v7, _v8, _v9, _v10, attempt_level, dialect, insert_returning_id, migrate, schema_version, utcnow,
 )
 from alignlings.practice.store.postgres import (  # noqa: F401 - re-exported
     DIALECT, PG_POOL_SIZE, PG_POOL_TIMEOUT_S, PG_WRITE_LOCK, _TOKEN, _connect_kwargs, _PgConnection, _PgCursor,

@@ -72,9 +72,9 @@ def _history(store) -> dict[str, Any]:
         "ORDER BY created_at, id")]
     events = [{k: r[k] for k in ("learner", "pack", "exercise", "kind", "created_at")} for r in store._read(
         "SELECT learner, pack, exercise, kind, created_at FROM events WHERE learner != '' ORDER BY created_at, id")]
-    quiz = [{k: r[k] for k in ("learner", "pack", "question_id", "choice", "correct", "created_at")}
-            for r in store._read("SELECT learner, pack, question_id, choice, correct, created_at FROM quiz_answers "
-                                 "WHERE learner != '' ORDER BY created_at, id")]
+    quiz = [{k: r[k] for k in ("learner", "pack", "exercise", "question_id", "choice", "correct", "created_at")}
+            for r in store._read("SELECT learner, pack, exercise, question_id, choice, correct, created_at "
+                                 "FROM quiz_answers WHERE learner != '' ORDER BY created_at, id")]
     reviews = [{k: r[k] for k in ("learner", "reviewed_at")}
                for r in store._read("SELECT learner, reviewed_at FROM review_log WHERE learner != ''")]
     return {"attempts": attempts, "events": events, "quiz": quiz, "reviews": reviews}
@@ -122,7 +122,7 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
         lid = learner["id"]
         mine = [a for a in h["attempts"] if a["learner"] == lid and (a["pack"], a["exercise"]) in by_key]
         events = [e for e in h["events"] if e["learner"] == lid and (e["pack"], e["exercise"]) in by_key]
-        answers = [q for q in h["quiz"] if q["learner"] == lid and (q["pack"], q["question_id"]) in questions]
+        answers = [q for q in _keyed(h["quiz"], questions) if q["learner"] == lid]
         stamps = [a["created_at"] for a in mine] + [e["created_at"] for e in events] + \
                  [q["created_at"] for q in answers] + [r["reviewed_at"] for r in h["reviews"] if r["learner"] == lid]
         solved: dict[str, str] = {}
@@ -147,18 +147,21 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
                    if key not in solved and _failed_blanks(v["verdict"])}
         wrong = []
         predictions = {"made": 0, "right": 0}
-        for (pk, qid), q in _judged_answers(answers, questions).items():
-            ex, question = questions[(pk, qid)]
+        for key, q in _judged_answers(answers, questions).items():
+            ex, question = questions[key]
+            qid = question.id
             if ex.kind_spec.first_answer_counts:
                 predictions["made"] += 1
                 predictions["right"] += bool(q["correct"])
             if not q["correct"]:
                 wrong.append({"exercise": ex.key, "question": qid, "kind": ex.kind_spec.name,
+                              "question_text": question.question.get(lang) or question.question.get("en", ""),
                               "label": ex.kind_spec.label.get(lang) or ex.kind_spec.name,
                               "choice": _option_text(question, q["choice"], lang)})
         hints = sum(1 for e in events if e["kind"] == "hint")  # both kinds: each hint is one event
         revealed = sorted({by_key[(e["pack"], e["exercise"])].key for e in events if e["kind"] == "reveal"})
-        latest = mine[-1] if mine else None
+        # the last code the learner wrote: a quiz, bug-or-not or predict round is recorded with no code
+        latest = next((a for a in reversed(mine) if (a["code"] or "").strip()), None)
         rows.append({
             "id": lid, "name": learner["name"],
             "last_activity": max(stamps) if stamps else None,
@@ -178,24 +181,46 @@ def learner_rows(store, course, *, lang: str = "en", pack: str | None = None, tr
     return rows
 
 
-def _question_index(exercises: list) -> dict[tuple[str, str], tuple[Any, Any]]:
-    """(pack, question id) -> (exercise, question) of every question answered by choosing."""
+QuestionKey = tuple[str, str, str]  # (pack, exercise id, question id)
+
+
+def _question_index(exercises: list) -> dict[QuestionKey, tuple[Any, Any]]:
+    """(pack, exercise id, question id) -> (exercise, question) of every question answered by
+    choosing: an answer counts for the exercise it was given to, even where another exercise of the
+    pack repeats the question id (``dev check`` rejects that, but a store must not mix them)."""
     out = {}
     for ex in exercises:
         try:
             for q in ex.kind_spec.recorded_questions(ex):
-                out[(ex.pack, q.id)] = (ex, q)
+                out[(ex.pack, ex.id, q.id)] = (ex, q)
         except Exception:  # noqa: BLE001 - a broken quiz or predict file is dev check's to report
             continue
     return out
 
 
-def _judged_answers(answers: list[dict], questions: dict) -> dict[tuple[str, str], dict]:
-    """(pack, question id) -> the one answer of a learner that judges the question: the latest for a
-    quiz question, the first (the prediction) for a predict question. ``answers`` in time order."""
-    out: dict[tuple[str, str], dict] = {}
+def _keyed(rows: list[dict], questions: dict[QuestionKey, tuple[Any, Any]]) -> list[dict]:
+    """The answers to selected questions, each with ``key`` (a key of ``questions``). An answer
+    recorded before answers named their exercise (``exercise = ''``, schema < 9) goes to the first
+    selected exercise of its pack that asks that question id."""
+    legacy: dict[tuple[str, str], QuestionKey] = {}
+    for known in questions:
+        legacy.setdefault((known[0], known[2]), known)
+    out = []
+    for r in rows:
+        key = ((r["pack"], r["exercise"], r["question_id"]) if r.get("exercise")
+               else legacy.get((r["pack"], r["question_id"])))
+        if key is not None and key in questions:
+            out.append({**r, "key": key})
+    return out
+
+
+def _judged_answers(answers: list[dict], questions: dict) -> dict[QuestionKey, dict]:
+    """(pack, exercise, question) -> the one answer of a learner that judges the question: the latest
+    for a quiz question, the first (the prediction) for a predict question. ``answers`` (from
+    :func:`_keyed`) in time order."""
+    out: dict[QuestionKey, dict] = {}
     for q in answers:
-        key = (q["pack"], q["question_id"])
+        key = q["key"]
         if key not in out or not questions[key][0].kind_spec.first_answer_counts:
             out[key] = q
     return out
@@ -212,15 +237,16 @@ LETTERS = "ABCDEFGH"
 def _question_rows(ex, questions: dict, answers: list[dict], lang: str) -> list[dict]:
     """Per question of ``ex`` answered by choosing: ``answered`` and ``right`` (learners, by the
     judging answer), and ``wrong_options`` (each wrong option chosen: letter, text, learners)."""
-    judged: dict[str, dict[str, dict]] = defaultdict(dict)  # question -> learner -> judging answer
+    judged: dict[QuestionKey, dict[str, dict]] = defaultdict(dict)  # question -> learner -> judging answer
     for learner, mine in _by_learner(answers).items():
-        for (_pk, qid), q in _judged_answers(mine, questions).items():
-            judged[qid][learner] = q
+        for key, q in _judged_answers(mine, questions).items():
+            judged[key][learner] = q
     rows = []
-    for (_pk, qid), (e, question) in questions.items():
+    for key, (e, question) in questions.items():
         if e is not ex:
             continue
-        got = judged.get(qid, {})
+        qid = question.id
+        got = judged.get(key, {})
         chosen: dict[int, int] = defaultdict(int)
         for q in got.values():
             if not q["correct"]:
@@ -252,9 +278,9 @@ def exercise_rows(store, course, *, lang: str = "en", pack: str | None = None, t
             by_ex[(a["pack"], a["exercise"])].append(a)
     answered: dict[tuple[str, str], list[dict]] = defaultdict(list)
     questions = _question_index(exercises)
-    for q in h["quiz"]:
-        if q["learner"] in learners and (q["pack"], q["question_id"]) in questions:
-            ex, _ = questions[(q["pack"], q["question_id"])]
+    for q in _keyed(h["quiz"], questions):
+        if q["learner"] in learners:
+            ex, _ = questions[q["key"]]
             answered[(ex.pack, ex.id)].append(q)
     rows = []
     for ex in exercises:

@@ -406,7 +406,7 @@ class Practice(InterviewMixin):
             self._grader = grader
         self._review: Any = None
         # what could not be recorded still counts for this session: quiz answers and round starts
-        self._unrecorded_answers: dict[tuple[str, str], dict] = {}
+        self._unrecorded_answers: dict[tuple[str, str, str], dict] = {}  # (pack, exercise, question)
         self._unrecorded_starts: dict[tuple[str, str], str] = {}
         self._unrecorded_draws: dict[tuple[str, str], list[dict]] = {}  # cloze draws the store did not keep
 
@@ -471,9 +471,11 @@ class Practice(InterviewMixin):
                 return {"code": str(get("code")), "verdict": get("verdict") or {}}
         return None
 
-    def quiz_answers(self, pack_id: str) -> dict[str, dict]:
-        """Question id -> the latest answer in one pack ({} when the store cannot be read)."""
-        return dict(self._read("quiz answers", lambda: self.store.quiz_answers(pack=pack_id), {}) or {})
+    def quiz_answers(self, pack_id: str, exercise: str | None = None) -> dict[str, dict]:
+        """Question id -> the latest answer in one pack, or to one exercise's questions (its id) ({} when
+        the store cannot be read)."""
+        return dict(self._read("quiz answers", lambda: self.store.quiz_answers(pack=pack_id, exercise=exercise), {})
+                    or {})
 
     def cloze_stats(self, ex: Exercise) -> dict[str, dict]:
         """Position key -> seen, wrong, right, streak of the cloze drill ({} when the store cannot be read)."""
@@ -644,9 +646,10 @@ class Practice(InterviewMixin):
         return QuizRound(ex.key, {}, 0, len(ex.quiz))
 
     def _round_answers(self, ex: Exercise) -> dict[str, dict]:
-        latest = self._read("quiz answers", lambda: dict(self.store.quiz_answers(pack=ex.pack) or {}), {})
-        for (pack, qid), a in self._unrecorded_answers.items():
-            if pack == ex.pack and str(a["answered_at"]) >= str(latest.get(qid, {}).get("answered_at", "")):
+        latest = self._read("quiz answers", lambda: dict(self.store.quiz_answers(pack=ex.pack, exercise=ex.id) or {}),
+                            {})
+        for (pack, exercise, qid), a in self._unrecorded_answers.items():
+            if (pack, exercise) == (ex.pack, ex.id) and str(a["answered_at"]) >= str(latest.get(qid, {}).get("answered_at", "")):
                 latest[qid] = a
         started = self._read("the quiz round", lambda: self.store.get_setting(quiz_round_key(ex)), None)
         pending = self._unrecorded_starts.get((ex.pack, ex.id))
@@ -683,11 +686,12 @@ class Practice(InterviewMixin):
         if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
             raise UsageError("choice", f"expected 0..{len(q.options) - 1}, got {choice!r}")
         correct = choice == q.answer
-        recorded = self._safely(what, lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack))
+        recorded = self._safely(what, lambda: self.store.record_quiz_answer(q.id, choice, correct, pack=ex.pack,
+                                                                                   exercise=ex.id))
         if recorded:
-            self._unrecorded_answers.pop((ex.pack, q.id), None)
+            self._unrecorded_answers.pop((ex.pack, ex.id, q.id), None)
         else:  # it still counts toward this round
-            self._unrecorded_answers[(ex.pack, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
+            self._unrecorded_answers[(ex.pack, ex.id, q.id)] = {"choice": choice, "correct": correct, "answered_at": utcnow()}
         latest = self._round_answers(ex)
         latest[q.id] = {"choice": choice, "correct": correct}
         right = sum(1 for x in questions if latest.get(x.id, {}).get("correct"))

@@ -359,13 +359,18 @@ def class_progress(context: WebContext, pack_id: str | None = None, track: str |
     return [row | {"track": wanted[row["exercise"]]} for row in computed.progress if row["exercise"] in wanted]
 
 
-def class_misconceptions(context: WebContext, lang: str = "en", computed: Any = None) -> list[dict]:
+def class_misconceptions(context: WebContext, lang: str = "en", pack_id: str | None = None,
+                         track: str | None = None, computed: Any = None) -> list[dict]:
     """Per misconception: how many learners' attempts hit it (``learners``, most common first), the
     exercise, the blank, a link to it and the misconception's feedback (``Practice.class_report``;
-    ``computed``: the request's, when it has one already)."""
+    ``computed``: the request's, when it has one already); only those of the exercises of ``pack_id``
+    and ``track`` when given (``practice.report.selected``)."""
+    from alignlings.practice import report
     from alignlings.practice.session import Practice
 
-    return (computed or Practice(context.store, context.pack).class_report(lang)).misconceptions
+    wanted = {ex.key for ex in report.selected(context.pack, pack_id, track)}
+    return [r for r in (computed or Practice(context.store, context.pack).class_report(lang)).misconceptions
+            if r["exercise"] in wanted]
 
 
 def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
@@ -380,8 +385,9 @@ def _csv(rows: list[dict], columns: list[str], filename: str) -> Response:
 
 PROGRESS_COLUMNS = ["name", "learner", "track", "exercise", "pack", "status", "attempts", "hints", "solution_seen",
                     "highest_level"]
-LEARNER_COLUMNS = ["name", "learner", "last_activity", "time_on_task_s", "solved", "failing_blanks", "misconceptions",
-                   "wrong_choices", "predictions", "predictions_right", "hints", "revealed", "last_submission", "levels"]
+LEARNER_COLUMNS = ["name", "learner", "last_activity", "time_on_task_s", "solved_count", "solved", "failing_blanks",
+                   "misconceptions", "wrong_choices", "predictions", "predictions_right", "hints", "revealed",
+                   "last_submission", "levels"]
 EXERCISE_COLUMNS = ["track", "exercise", "pack", "title", "kind", "solved", "stuck", "median_attempts", "median_seconds",
                     "misconceptions", "blanks_wrong", "answered", "answered_right", "wrong_options"]
 MISCONCEPTION_COLUMNS = ["misconception", "exercise", "pack", "blank", "learners", "feedback"]
@@ -425,54 +431,125 @@ def class_json(request: Request) -> dict:
     lang = lang_of(request)
     computed = Practice(context.store, context.pack).class_report(lang)  # once per request
     return {"learners": computed.learners, "progress": class_progress(context, pack_id, track, computed),
-            "misconceptions": class_misconceptions(context, lang, computed),
+            "misconceptions": class_misconceptions(context, lang, pack_id, track, computed),
             "report": class_report(context, lang, pack_id, track)}
 
 
 @router.get("/teacher/progress.csv", include_in_schema=False)
 def progress_csv(request: Request) -> Response:
-    rows = class_progress(_teacher_context(request), *_filters(request))
-    rows.sort(key=lambda r: (r["track"], r["name"]))  # by track: a teacher's own exercises come together
+    context = _teacher_context(request)
+    rows = class_progress(context, *_filters(request))
+    course = context.pack
+    track_at = {t.key: i for i, t in enumerate(course.tracks)}
+    exercise_at = {ex.key: i for i, ex in enumerate(course)}
+    # grouped by track in the course's order (a teacher's own exercises come together), then by learner,
+    # each learner's exercises in course order
+    rows.sort(key=lambda r: (track_at.get(r["track"], len(track_at)), r["name"], r["learner"],
+                             exercise_at.get(r["exercise"], 0)))
     return _csv(rows, PROGRESS_COLUMNS, "class-progress.csv")
 
 
 @router.get("/teacher/misconceptions.csv", include_in_schema=False)
 def misconceptions_csv(request: Request) -> Response:
-    rows = class_misconceptions(_teacher_context(request), lang_of(request))
+    rows = class_misconceptions(_teacher_context(request), lang_of(request), *_filters(request))
     return _csv(rows, MISCONCEPTION_COLUMNS, "class-misconceptions.csv")
 
 
-def _flat(value) -> str:
-    import json
+def _when(value: str | None) -> str:
+    """A stored UTC timestamp as a spreadsheet reads it: ``2026-12-02 06:30:05 UTC``."""
+    return f"{value[:19].replace('T', ' ')} UTC" if value else ""
 
-    if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, ensure_ascii=False)
-    return "" if value is None else str(value)
+
+def learner_cells(r: dict) -> dict:
+    """One learner row of the report as plain spreadsheet cells (no JSON): lists joined by "; "."""
+    last = r["last_submission"]
+    return {
+        "name": r["name"], "learner": r["id"], "last_activity": _when(r["last_activity"]),
+        "time_on_task_s": r["time_on_task_s"], "solved_count": len(r["solved"]),
+        "solved": "; ".join(f"{x['exercise']} ({_when(x['at'])})" for x in r["solved"]),
+        "failing_blanks": "; ".join(f"{key}: blanks {', '.join(map(str, blanks))}"
+                                    for key, blanks in r["failing_blanks"].items()),
+        "misconceptions": "; ".join(f"{name} ({n}×)" for name, n in r["misconceptions"]),
+        "wrong_choices": "; ".join(f"{w['exercise']} [{w['kind']}] {w.get('question_text') or w['question']} -> "
+                                   f"{w['choice']}" for w in r["wrong_choices"]),
+        "predictions": r["predictions"], "predictions_right": r["predictions_right"], "hints": r["hints"],
+        "revealed": "; ".join(r["revealed"]),
+        "last_submission": (f"{last['exercise']} ({_when(last['at'])}, {'passed' if last['passed'] else 'not passed'})"
+                            if last else ""),
+    }
+
+
+def exercise_cells(r: dict) -> dict:
+    """One exercise row of the report as plain spreadsheet cells (no JSON)."""
+    return {
+        **{k: r[k] for k in ("track", "exercise", "pack", "title", "kind", "solved", "stuck", "answered",
+                             "answered_right")},
+        "median_attempts": "" if r["median_attempts"] is None else r["median_attempts"],
+        "median_seconds": "" if r["median_seconds"] is None else r["median_seconds"],
+        "misconceptions": "; ".join(f"{m['id']} ({m['learners']} learners)" for m in r["misconceptions"]),
+        "blanks_wrong": "; ".join(f"blank {b['blank']} ({b['times']}×)" for b in r["blanks_wrong"]),
+        "wrong_options": "; ".join(f"{q['text']} -> {w['option']} “{w['text']}” ({w['learners']} learners)"
+                                   for q in r["questions"] for w in q["wrong_options"]),
+    }
 
 
 @router.get("/teacher/learners.csv", include_in_schema=False)
 def learners_csv(request: Request) -> Response:
     report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
-    rows = [{**{k: _flat(v) for k, v in r.items()}, "learner": r["id"], "solved": len(r["solved"]),
-             "last_submission": _flat({k: v for k, v in (r["last_submission"] or {}).items() if k != "code"})}
-            for r in report["learners"]]
-    return _csv(rows, LEARNER_COLUMNS, "class-learners.csv")
+    return _csv([learner_cells(r) for r in report["learners"]], LEARNER_COLUMNS, "class-learners.csv")
+
+
+SOLVED_COLUMNS = ["name", "learner", "track", "exercise", "pack", "title", "solved_at"]
+
+
+@router.get("/teacher/solved.csv", include_in_schema=False)
+def solved_csv(request: Request) -> Response:
+    """Long format: one row per learner and exercise solved (when: the first passing attempt, UTC)."""
+    context = _teacher_context(request)
+    lang = lang_of(request)
+    report = class_report(context, lang, *_filters(request))
+    rows = []
+    for r in report["learners"]:
+        for x in r["solved"]:
+            ex = context.pack.exercises.get(x["exercise"])
+            rows.append({"name": r["name"], "learner": r["id"], "exercise": x["exercise"],
+                         "track": report_track(context, ex), "pack": ex.pack if ex is not None else "",
+                         "title": (ex.title.get(lang) or ex.title.get("en") or ex.id) if ex is not None else "",
+                         "solved_at": _when(x["at"])})
+    return _csv(rows, SOLVED_COLUMNS, "class-solved.csv")
+
+
+def report_track(context: WebContext, ex) -> str:
+    from alignlings.practice import report
+
+    return report.track_of(context.pack, ex) if ex is not None else ""
 
 
 @router.get("/teacher/exercises.csv", include_in_schema=False)
 def exercises_csv(request: Request) -> Response:
     report = class_report(_teacher_context(request), lang_of(request), *_filters(request))
-    rows = [{**{k: _flat(v) for k, v in r.items()},  # questions answered by choosing: answers, and the wrong options
-             "wrong_options": _flat([{"question": q["question"], **w} for q in r["questions"] for w in q["wrong_options"]])
-             if r["questions"] else ""} for r in report["exercises"]]
-    return _csv(rows, EXERCISE_COLUMNS, "class-exercises.csv")
+    return _csv([exercise_cells(r) for r in report["exercises"]], EXERCISE_COLUMNS, "class-exercises.csv")
 
 
-def _duration(seconds) -> str:
+def _duration(seconds, s: dict[str, str] | None = None) -> str:
+    """Seconds as the teacher reads them, in the page's language: "21 s", "4 min 05 s", "12 min",
+    "1 h 05 min" (``s``: the page's strings; English without)."""
     if seconds is None:
         return ""
-    seconds = int(seconds)
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min" if seconds >= 3600 else f"{seconds // 60} min"
+    s = s or STRINGS["en"]
+    seconds = max(0, int(round(float(seconds))))
+    if seconds < 60:
+        return s["seconds"].format(s=seconds)
+    if seconds < 600:
+        return s["minutes_seconds"].format(m=seconds // 60, s=f"{seconds % 60:02d}")
+    if seconds < 3600:
+        return s["minutes"].format(m=seconds // 60)
+    return s["hours"].format(h=seconds // 3600, m=f"{seconds % 3600 // 60:02d}")
+
+
+def plural(s: dict[str, str], key: str, n: int) -> str:
+    """``s[key + "_one"]`` for 1, ``s[key + "_many"]`` otherwise, with ``{n}`` filled in."""
+    return s[f"{key}_one" if n == 1 else f"{key}_many"].format(n=n)
 
 
 @router.get("/teacher", include_in_schema=False)
@@ -492,12 +569,16 @@ def teacher_page(request: Request):
                  for ex in chosen]
     table = [{"name": lr["name"], "id": lr["id"],
               "cells": [cells[(lr["id"], e["key"])] for e in exercises]} for lr in learners]
-    query = "&".join(f"{k}={v}" for k, v in (("pack", pack_id), ("track", track)) if v)
+    from urllib.parse import urlencode
+
+    # kept by every CSV link: the filter, and the page's language (titles, question and option texts)
+    query = urlencode([(k, v) for k, v in (("pack", pack_id), ("track", track), ("lang", lang)) if v])
     return render_page(request, "teacher.html", nav="", title=s["teacher_title"], s=s, exercises=exercises,
-                       table=table, misconceptions=class_misconceptions(context, lang, computed),
+                       table=table, misconceptions=class_misconceptions(context, lang, pack_id, track, computed),
                        class_code=current_class_code(request.app), learners=learners,
                        removed=context.store.learners(removed=True),
-                       report=class_report(context, lang, pack_id, track), duration=_duration,
+                       report=class_report(context, lang, pack_id, track),
+                       duration=lambda seconds: _duration(seconds, s), plural=lambda key, n: plural(s, key, n),
                        packs=[p.id for p in context.pack.packs], tracks=[t.key for t in context.pack.tracks],
                        chosen_pack=pack_id or "", chosen_track=track or "", query=("?" + query) if query else "",
                        plan_tracks=track_rows(context, lang),

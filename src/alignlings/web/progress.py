@@ -79,7 +79,7 @@ def _quiz_rows(request: Request, lang: str) -> list[dict]:
     for ex in ctx(request).pack:
         if not ex.kind_spec.on_quiz_page:  # the concept quiz (drills count as exercises)
             continue
-        latest = practice(request).quiz_answers(ex.pack)
+        latest = practice(request).quiz_answers(ex.pack, ex.id)
         for q in ex.quiz:
             a = latest.get(q.id)
             out.append({"id": q.id, "question_html": render.inline_markdown(q.question.get(lang, q.id)),

@@ -173,8 +173,9 @@ def question_text_problems(ex: Exercise) -> list[str]:
             if not q.question.get(lang):
                 problems.append(f"quiz {q.id}: no {lang} question")
             for i, o in enumerate(q.options):
-                if not o.text.get(lang) or not o.why.get(lang):
-                    problems.append(f"quiz {q.id} option {i}: missing {lang} text or explanation")
+                for what, given in (("text", o.text), ("why", o.why)):
+                    if not given.get(lang):
+                        problems.append(f"quiz {q.id} option {i}: no {lang} {what}")
     return problems
 
 

@@ -14,6 +14,7 @@ class BugOrNot(Quiz):
     answered_by_choice = True
     on_quiz_page = False  # its own page, not the concept quiz
     questions_file = "bugornot.toml"
+    cli_not_file = "bug_or_not_not_code"  # named as itself, not as "the quiz"
     web_page = "bug-or-not"  # web/quiz.py, the quiz page with only this drill
     template = "quiz.html"
 
@@ -21,6 +22,9 @@ class BugOrNot(Quiz):
         from alignlings.practice.bugdrill import bug_or_not_questions
 
         return bug_or_not_questions(ex)  # bug or expected, then why
+
+    def text_problems(self, ex):
+        return []  # every text of bugornot.toml is checked, at its own line, by bugdrill.check_bug_or_not
 
     def dev_check(self, ex, grader):
         from alignlings.practice import bugdrill

@@ -127,20 +127,6 @@ def _functions(path: Path) -> set[str] | None:
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
-def pack_concepts(ex) -> dict[str, set[str]]:
-    """lang -> the concept tags the exercise's pack names (``[concepts]`` of its texts/<lang>.toml)."""
-    out: dict[str, set[str]] = {}
-    for lang in LANGS:
-        path = ex.path.parent / "texts" / f"{lang}.toml"
-        try:
-            with path.open("rb") as f:
-                table = tomllib.load(f).get("concepts", {})
-        except (OSError, tomllib.TOMLDecodeError):
-            table = {}
-        out[lang] = set(table) if isinstance(table, dict) else set()
-    return out
-
-
 def check_predict(ex) -> tuple[list[str], list[str]]:
     """``dev check`` of a predict item: (problems as ``FILE:LINE: message``, what was checked)."""
     from alignlings.practice import predict as pr
@@ -156,7 +142,6 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
     defined = _functions(variant)
     if defined is None:
         problems.append(f"{variant}:1: variant.py is missing or not valid Python")
-    tags = pack_concepts(ex)
     for i, q in enumerate(questions):
         def at(name: str, i: int = i) -> str:
             return f"{toml}:{pr.field_line(toml, i, name)}"
@@ -166,11 +151,7 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
             if defined is not None and fn not in defined:
                 problems.append(f"{at(name)}: {name} = {fn!r}: variant.py defines no function {fn}() "
                                 f"(it defines: {', '.join(sorted(defined)) or 'none'})")
-        for tag in q.concepts:
-            missing = [lang for lang in LANGS if tag not in tags[lang]]
-            if missing:
-                problems.append(f"{at('concepts')}: concept tag {tag!r} is not in [concepts] of the pack's "
-                                f"texts/{'.toml, texts/'.join(missing)}.toml")
+        # concept tags: packlint checks them against every loaded pack, as for quizzes and drills
         if defined is None or q.run not in defined:
             continue
         try:
@@ -178,6 +159,16 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
         except pr.VariantError as exc:
             problems.append(f"{at('run')}: {exc.message}" + (f"\n{exc.detail}" if exc.detail else ""))
             continue
+        try:
+            again = pr.run_variant(ex, q, use_cache=False)
+        except pr.VariantError as exc:
+            again = None
+            problems.append(f"{at('run')}: a second run failed: {exc.message}")
+        if again is not None and (again.values != run.values or again.series != run.series):
+            differ = sorted(k for k in run.values if again.values.get(k) != run.values[k]) or \
+                sorted(k for k in run.series if again.series.get(k) != run.series[k])
+            problems.append(f"{at('run')}: {q.run}() is not deterministic: two runs differ in "
+                            f"{', '.join(differ)} (seed every random draw, e.g. torch.manual_seed(0))")
         if run.supports_error:
             problems.append(f"{at('supports')}: {run.supports_error}")
         elif run.supports != q.answer:
@@ -185,6 +176,11 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
                      else f"{run.supports!r}, not an option index")
             problems.append(f"{at('answer')}: answer = {q.answer}, but {q.supports}({q.run}()) = {shown}: the "
                             f"measured values {run.values} support another option")
+        if run.supports is not None and not run.supports_error:  # and it reads them: not a constant
+            answers = [a for a in pr.probe_supports(ex, q, pr.perturbed(run)) if a is not None]
+            if len(answers) >= 3 and set(answers) == {run.supports}:
+                problems.append(f"{at('supports')}: {q.supports}() returns {run.supports} whatever the numbers "
+                                f"(tried {len(answers)} other results): decide the option from the measured values")
         missing_values = sorted(q.result_fields() - set(run.values))
         if missing_values:
             problems.append(f"{at('result')}: result names {', '.join(missing_values)}, which {q.run}() does not "
@@ -195,7 +191,7 @@ def check_predict(ex) -> tuple[list[str], list[str]]:
                 problems.append(f"{at('chart')}: chart series {', '.join(absent)} not in {q.run}()'s 'series' "
                                 f"(it returns: {', '.join(sorted(run.series)) or 'none'})")
     return problems, ["predict.toml", "variant runs", "supports(run()) == answer", "result and chart names",
-                      "concept tags"]
+                      "deterministic run", "supports reads the numbers"]
 
 
 PREDICT = register(Predict())

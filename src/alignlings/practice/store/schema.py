@@ -371,7 +371,18 @@ def _v9(db: sqlite3.Connection) -> None:
     _script(db, "ALTER TABLE attempts ADD COLUMN level INTEGER NOT NULL DEFAULT 0")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+def _v10(db: sqlite3.Connection) -> None:
+    """Answers keyed by exercise and question (issue 34): a question id repeated across a quiz, a
+    bug-or-not item and a predict item no longer mixes their answers. Rows recorded before keep
+    ``exercise = ''``: they belong to whichever exercise of their pack asks that question id."""
+    _script(db, """
+        ALTER TABLE quiz_answers ADD COLUMN exercise TEXT NOT NULL DEFAULT '';
+        DROP INDEX quiz_question;
+        CREATE INDEX quiz_question ON quiz_answers (learner, pack, exercise, question_id, created_at);
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -406,7 +417,7 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
 _TABLES = {
     "attempts": ("uuid", "pack", "exercise", "passed", "created_at", "code", "verdict", "source", "level"),
     "events": ("uuid", "pack", "exercise", "kind", "created_at"),
-    "quiz_answers": ("uuid", "pack", "question_id", "choice", "correct", "created_at"),
+    "quiz_answers": ("uuid", "pack", "exercise", "question_id", "choice", "correct", "created_at"),
     "cloze_results": ("uuid", "pack", "snippet", "key", "token", "correct", "created_at"),
     "review_log": ("uuid", "pack", "item", "rating", "reviewed_at", "source", "duration_ms", "answer"),
 }

@@ -573,18 +573,27 @@ class ProgressStore:
         self._write(lambda db: _insert_event(db, exercise, REVEAL, _pack(pack), self.learner))
 
     # -- quiz ------------------------------------------------------------------------------------
-    def record_quiz_answer(self, question_id: str, choice: int, correct: bool, *, pack: str = DEFAULT_PACK) -> None:
+    def record_quiz_answer(self, question_id: str, choice: int, correct: bool, *, pack: str = DEFAULT_PACK,
+                           exercise: str = "") -> None:
+        """Record an answer to question ``question_id`` of ``exercise`` (its id in ``pack``; '' for an
+        answer whose exercise is not known, which any exercise of the pack asking that id claims)."""
+        if not isinstance(exercise, str) or len(exercise) > 200:
+            raise ValueError(f"exercise: expected an exercise id (a string of at most 200 characters), got {exercise!r}")
         self._write(lambda db: db.execute(
-            "INSERT INTO quiz_answers (uuid, learner, pack, question_id, choice, correct, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (str(uuidlib.uuid4()), self.learner, _pack(pack), question_id, int(choice), int(bool(correct)), utcnow())))
+            "INSERT INTO quiz_answers (uuid, learner, pack, exercise, question_id, choice, correct, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (str(uuidlib.uuid4()), self.learner, _pack(pack), exercise, question_id, int(choice), int(bool(correct)),
+             utcnow())))
 
-    def quiz_answers(self, *, pack: str = DEFAULT_PACK) -> dict[str, dict]:
-        """question id -> the last answer: ``choice``, ``correct``, ``attempts`` (answers so far), ``answered_at``."""
+    def quiz_answers(self, *, pack: str = DEFAULT_PACK, exercise: str | None = None) -> dict[str, dict]:
+        """question id -> the last answer: ``choice``, ``correct``, ``attempts`` (answers so far), ``answered_at``;
+        with ``exercise``, only the answers to that exercise's questions (and those recorded before
+        answers named their exercise)."""
         out: dict[str, dict] = {}
-        rows = self._read("SELECT question_id, choice, correct, created_at FROM quiz_answers WHERE learner = ? "
-                          "AND pack = ? ORDER BY created_at, id", (self.learner, _pack(pack)))
-        for r in rows:
+        sql = ("SELECT question_id, choice, correct, created_at FROM quiz_answers WHERE learner = ? AND pack = ?"
+               + (" AND exercise IN (?, '')" if exercise is not None else "") + " ORDER BY created_at, id")
+        args: tuple = (self.learner, _pack(pack)) + ((exercise,) if exercise is not None else ())
+        for r in self._read(sql, args):
             n = out.get(r["question_id"], {}).get("attempts", 0)
             out[r["question_id"]] = {"choice": r["choice"], "correct": bool(r["correct"]), "attempts": n + 1,
                                      "answered_at": r["created_at"]}
@@ -876,7 +885,8 @@ class ProgressStore:
             events = [{"uuid": r["uuid"], "pack": r["pack"], "exercise": r["exercise"], "kind": r["kind"],
                        "created_at": r["created_at"]}
                       for r in db.execute("SELECT * FROM events WHERE learner = ? ORDER BY created_at, id", me)]
-            quiz = [{"uuid": r["uuid"], "pack": r["pack"], "question_id": r["question_id"], "choice": r["choice"],
+            quiz = [{"uuid": r["uuid"], "pack": r["pack"], "exercise": r["exercise"], "question_id": r["question_id"],
+                     "choice": r["choice"],
                      "correct": bool(r["correct"]), "created_at": r["created_at"]}
                     for r in db.execute("SELECT * FROM quiz_answers WHERE learner = ? ORDER BY created_at, id", me)]
             cloze = [{"uuid": r["uuid"], "pack": r["pack"], "snippet": r["snippet"], "key": r["key"], "token": r["token"],

@@ -135,7 +135,11 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
         if not 0 <= choice < MAX_CHOICE:
             raise ValueError(f"{w}.choice: expected an option index from 0 to {MAX_CHOICE - 1}, got {choice}")
         question = _known(_field(r, "question_id", str, w), questions, "a quiz question", w + ".question_id")
-        out["quiz_answers"].append({"uuid": _uuid(r, w), "pack": pack_of(r, w), "question_id": question, "choice": choice,
+        exercise = _field(r, "exercise", str, w) if "exercise" in r else ""  # exports before schema 9 lack it
+        if exercise:
+            _known(exercise, exercises, "an exercise", w + ".exercise")
+        out["quiz_answers"].append({"uuid": _uuid(r, w), "pack": pack_of(r, w), "exercise": exercise,
+                                    "question_id": question, "choice": choice,
                                     "correct": int(_field(r, "correct", bool, w)),
                                     "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
     for i, r in enumerate(_rows(data, "cloze")):

@@ -4,6 +4,16 @@
 (function () {
   const data = JSON.parse(document.getElementById("client-data").textContent);
   const s = data.s || {};
+  // due dates are kept and shown in UTC; add the teacher's own time zone beside them
+  document.querySelectorAll("time.due[datetime]").forEach((t) => {
+    const when = new Date(t.getAttribute("datetime"));
+    if (Number.isNaN(when.getTime())) return;
+    const local = when.toLocaleString(data.lang === "zh" ? "zh-CN" : "en-GB",
+      { dateStyle: "medium", timeStyle: "short", timeZoneName: "short" });
+    const span = el("span", { class: "due-local" });
+    span.textContent = ` (${(t.dataset.yourTime || "{when}").replace("{when}", local)})`;
+    t.after(span);
+  });
   const status = document.getElementById("manage-status");
   if (!status) return;
   const say = (text) => { status.textContent = text; };
