@@ -71,14 +71,14 @@ def start_server(pack: str | None, home: str, warm: bool) -> tuple[subprocess.Po
 
 def submissions(pack_path: str | None, limit: int | None) -> list[tuple[str, dict]]:
     """(key, body) of the right answer of each code exercise, in course order."""
-    from alignlings.practice import blanks as bl
-    from alignlings.practice.pack import load_pack
+    from alignlings.content import blanks as bl
+    from alignlings.content.pack import load_pack
 
     out = []
     for ex in load_pack(pack_path):
-        if not ex.is_code:
+        if not ex.kind_spec.graded_as_file:
             continue
-        if ex.is_bug:
+        if ex.kind_spec.starts_from_buggy_file:
             body = {"code": ex.solution_source}
         else:
             body = {"fills": [b.answer for b in bl.find_blanks(ex.solution_source)]}

@@ -75,9 +75,9 @@ def compare(args) -> None:
 
 
 def measure(args) -> None:
-    from alignlings.practice import blanks as bl
-    from alignlings.practice.grader import Grader
-    from alignlings.practice.pack import load_pack
+    from alignlings.content import blanks as bl
+    from alignlings.grading.grader import Grader
+    from alignlings.content.pack import load_pack
 
     pack = load_pack()
     ex = pack.get("dpo-loss")

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=50, help="jobs per path (default 50)")
     args = parser.parse_args(argv)
 
-    from alignlings.practice.sandbox import Limits, WarmSandbox, run_job
+    from alignlings.grading.sandbox import Limits, WarmSandbox, run_job
 
     limits = Limits(wall_seconds=60)
     extra = [str(HERE)]

@@ -69,8 +69,8 @@ def start_server(pack: str | None, home: str, concurrent: int, queue: int) -> tu
 
 def requests_for(pack_path: str | None, n: int) -> list[tuple[list[str], dict]]:
     """(fills, expectation) pairs: half correct, half with a misconception in blank 3."""
-    from alignlings.practice import blanks as bl
-    from alignlings.practice.pack import load_pack
+    from alignlings.content import blanks as bl
+    from alignlings.content.pack import load_pack
 
     ex = load_pack(pack_path).get("dpo-loss")
     answers = [b.answer for b in bl.find_blanks(ex.solution_source)]

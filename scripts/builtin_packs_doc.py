@@ -13,7 +13,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "builtin-packs.md"
 
 
 def render() -> str:
-    from alignlings.practice.pack import builtin_pack_names, load_pack
+    from alignlings.content.pack import builtin_pack_names, load_pack
     from alignlings.practice.review import concept_names
 
     out = ["# The built-in packs: track ids and concept tags", "",

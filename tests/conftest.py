@@ -129,7 +129,7 @@ def _verdicts_keep_the_contract():
     it at the top, as most do, before its first test) so that what it returns is validated."""
     import functools
 
-    grader = sys.modules.get("alignlings.practice.grader")
+    grader = sys.modules.get("alignlings.grading.grader")
     cls = getattr(grader, "Grader", None)
     if cls is not None and not getattr(cls.check, "_checks_the_contract", False):
         original = cls.check

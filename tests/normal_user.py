@@ -68,7 +68,7 @@ def _can_traverse(st: os.stat_result, uid: int, gid: int) -> bool:
 
 def _open_up(folders: dict[str, set[str]]) -> None:
     """Cover each folder with a 0755 tmpfs holding only the named entries, bound from the originals."""
-    from alignlings.practice.sandbox.linux import MS_BIND, MS_REC, _mount
+    from alignlings.grading.sandbox.linux import MS_BIND, MS_REC, _mount
 
     for folder in sorted(folders, key=lambda p: p.count("/")):  # outermost first
         keep = {name: os.open(os.path.join(folder, name), os.O_PATH) for name in sorted(folders[folder])}

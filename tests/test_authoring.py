@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice import packlint
-from alignlings.practice.pack import PackError, load_pack
+from alignlings.content import packlint
+from alignlings.content.pack import PackError, load_pack
 
 runner = CliRunner()
 KINDS = ("fill", "quiz", "bug", "bug-or-not", "predict")
@@ -101,7 +101,7 @@ def test_the_predict_skeleton_runs_and_its_numbers_decide_the_answer(course):
     """variant.py's run really runs (a measured dict), and supports() reads the option off it."""
     import runpy
 
-    from alignlings.practice import predict as pr
+    from alignlings.content import predictions as pr
 
     ns = runpy.run_path(str(course / "my-predict" / "variant.py"))
     result = ns["run_my_predict"]()
@@ -241,7 +241,7 @@ def test_an_unknown_id_suggests_the_closest_one():
 
 
 def test_solution_and_preview_keep_whole_lines_when_piped():
-    from alignlings.practice.grader import solution_for, template_for
+    from alignlings.grading.grader import solution_for, template_for
 
     ex = load_pack().get("dpo-loss")
     code = solution_for(ex, "en")

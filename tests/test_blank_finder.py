@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from alignlings.practice import blanks as bl
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.content import blanks as bl
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 PACK = load_pack("dpo-grpo")
 

@@ -25,9 +25,9 @@ httpx = pytest.importorskip("httpx")
 
 from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
 
-from alignlings.practice import blanks as bl  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
 from alignlings.practice import cloze as cz  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "screenshots"

@@ -12,11 +12,11 @@ import shutil
 
 import pytest
 
-from alignlings.practice import bugdrill
-from alignlings.practice.pack import PackError, load_pack
+from alignlings.content import bugdrill
+from alignlings.content.pack import PackError, load_pack
 
 PACK = load_pack("bug-drills")
-BUGS = [ex.id for ex in PACK if ex.is_bug]
+BUGS = [ex.id for ex in PACK if ex.kind_spec.starts_from_buggy_file]
 BUG_OR_NOT = [ex.id for ex in PACK if ex.kind == "bug-or-not"]
 SCALE = PACK.get("scale-rewards-batch")
 
@@ -25,7 +25,7 @@ SCALE = PACK.get("scale-rewards-batch")
 def grader(tmp_path_factory):
     import os
 
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
 
     os.environ.setdefault("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home")))
     with Grader(PACK, warm=True) as g:
@@ -67,7 +67,7 @@ def test_every_bug_drill_has_its_files_story_and_a_fix_inside_its_region():
     assert len(BUGS) >= 2 and len(BUG_OR_NOT) >= 1
     for eid in BUGS:
         ex = PACK.get(eid)
-        assert ex.is_code and ex.is_bug and not ex.is_quiz
+        assert ex.kind_spec.graded_as_file and ex.kind_spec.starts_from_buggy_file and not ex.kind_spec.answered_by_choice
         assert ex.buggy_source != ex.solution_source
         assert all(ex.texts(lang).story.strip() for lang in ("en", "zh"))
         hunks = bugdrill.changes(ex.buggy_source, ex.solution_source)
@@ -79,8 +79,8 @@ def test_every_bug_drill_has_its_files_story_and_a_fix_inside_its_region():
 
 
 def test_bug_drills_are_not_fill_in_exercises():
-    assert PACK.code_exercises() == []
-    from alignlings.practice.grader import solution_for, template_for
+    assert PACK.fill_exercises() == []
+    from alignlings.grading.grader import solution_for, template_for
 
     assert template_for(SCALE, "zh") == SCALE.buggy_source and solution_for(SCALE) == SCALE.solution_source
 
@@ -88,7 +88,7 @@ def test_bug_drills_are_not_fill_in_exercises():
 def test_bug_or_not_is_two_quiz_questions_with_every_option_explained():
     for eid in BUG_OR_NOT:
         ex = PACK.get(eid)
-        assert ex.is_quiz and not ex.is_code
+        assert ex.kind_spec.answered_by_choice and not ex.kind_spec.graded_as_file
         verdict_q, reason_q = ex.quiz
         assert verdict_q.id == f"{eid}:verdict" and reason_q.id == f"{eid}:reason"
         data = bugdrill.bug_or_not_data(ex)
@@ -200,7 +200,7 @@ def test_an_unknown_wrong_fix_in_the_region_says_so_without_a_known_feedback(gra
 @pytest.mark.slow
 @pytest.mark.parametrize("eid", [e for e in PACK.exercises])
 def test_dev_check_proves_every_drill(grader, eid):
-    from alignlings.practice.devcheck import check_exercise
+    from alignlings.grading.devcheck import check_exercise
 
     report = check_exercise(PACK.get(eid), grader)
     assert report.ok, "\n".join(report.problems)
@@ -208,8 +208,8 @@ def test_dev_check_proves_every_drill(grader, eid):
 
 @pytest.mark.slow
 def test_dev_check_reports_a_wrong_fix_that_is_right_and_a_buggy_file_that_passes(tmp_path):
-    from alignlings.practice.devcheck import check_exercise
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.devcheck import check_exercise
+    from alignlings.grading.grader import Grader
 
     root, folder = _copy(tmp_path, "scale-rewards-batch")
     with (folder / "misconceptions.toml").open("a", encoding="utf-8") as f:

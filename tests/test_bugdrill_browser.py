@@ -19,8 +19,8 @@ httpx = pytest.importorskip("httpx")
 
 from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
 
-from alignlings.practice import bugdrill  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import bugdrill  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 PACK = load_pack("bug-drills")
 EX = PACK.get("scale-rewards-batch")

@@ -14,7 +14,7 @@ def test_the_builtin_packs_doc_is_what_the_packs_say():
     text = render()
     assert (ROOT / "docs" / "builtin-packs.md").read_text(encoding="utf-8") == text, \
         "docs/builtin-packs.md is stale: run python scripts/builtin_packs_doc.py"
-    from alignlings.practice.pack import load_pack
+    from alignlings.content.pack import load_pack
     from alignlings.practice.review import concept_names
 
     course = load_pack()

@@ -17,9 +17,9 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import progress as pr  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.practice import store as pr  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 PACK = load_pack()

@@ -27,8 +27,8 @@ pytest.importorskip("httpx")
 from classroom_server import CODE, PG_SKIP, PG_URL, TEACHER, classroom_server  # noqa: E402
 
 from alignlings import i18n  # noqa: E402
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync"]

@@ -13,7 +13,7 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from alignlings import i18n  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web import classroom  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 

@@ -18,9 +18,9 @@ httpx = pytest.importorskip("httpx")
 
 from classroom_server import CODE, PG_SKIP, PG_URL, TEACHER, classroom_server  # noqa: E402
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import progress as pr  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.practice import store as pr  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -89,6 +89,6 @@ def test_a_hundred_learners_over_http_lose_nothing(backend, tmp_path):
             with psycopg.connect(PG_URL) as db:
                 (n,) = db.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
                                   "AND pid <> pg_backend_pid()").fetchone()
-            assert 1 <= n <= pr.PG_POOL_SIZE
+            assert 1 <= n <= pr.postgres.PG_POOL_SIZE
         print(f"{backend}: {LEARNERS} learners, {len(statuses)} requests ({statuses.count(429)} queue-full "
               f"retries) in {elapsed:.1f}s")

@@ -15,10 +15,10 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from alignlings.practice import progress as pr  # noqa: E402
+from alignlings.practice import store as pr  # noqa: E402
 from alignlings.practice.store import postgres as pr_postgres  # noqa: E402
 from alignlings.practice import service  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.practice.session import Practice  # noqa: E402
 
 URL = os.environ.get("ALIGNLINGS_TEST_DATABASE_URL")
@@ -58,11 +58,11 @@ def test_a_database_outage_during_a_check_still_gives_the_verdict(caplog):
 
 def test_the_pool_size_is_checked(monkeypatch):
     monkeypatch.setenv("ALIGNLINGS_DB_POOL_SIZE", "4")
-    assert pr.pg_pool_size() == 4
+    assert pr.postgres.pg_pool_size() == 4
     for bad in ("0", "many", "1e9"):
         monkeypatch.setenv("ALIGNLINGS_DB_POOL_SIZE", bad)
         with pytest.raises(ValueError, match="ALIGNLINGS_DB_POOL_SIZE: expected a whole number"):
-            pr.pg_pool_size()
+            pr.postgres.pg_pool_size()
 
 
 class Relay:

@@ -19,7 +19,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import test_classroom as solo  # noqa: E402
-from alignlings.practice import progress as pr  # noqa: E402
+from alignlings.practice import store as pr  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 # the class flow of tests/test_classroom.py, run here on PostgreSQL (the fixture below)
@@ -161,7 +161,7 @@ def test_the_schema_differences_are_chosen_by_dialect_not_by_rewriting_sql():
     with psycopg.connect(URL) as db:
         identity = dict(db.execute("SELECT table_name, is_identity FROM information_schema.columns "
                                    "WHERE column_name = 'id' AND table_schema = 'public' "
-                                   "AND table_name = ANY(%s)", (["attempts", *pr._TABLES],)).fetchall())
+                                   "AND table_name = ANY(%s)", (["attempts", *pr.schema._TABLES],)).fetchall())
     assert identity == dict.fromkeys(("attempts", "events", "quiz_answers", "cloze_results", "review_log"), "YES")
     from alignlings.practice.store.schema import schema_version
 

@@ -20,8 +20,8 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from alignlings import i18n  # noqa: E402
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from test_classroom_identity import CODE, GatedGrader, join, make_app, teacher  # noqa: E402
 
 EN, ZH = i18n.lang_table("web.classroom")["en"], i18n.lang_table("web.classroom")["zh"]
@@ -264,7 +264,7 @@ def test_the_cli_cloze_is_refused_on_a_locked_track_through_the_session(db, monk
 
     from alignlings.cli import common
     from alignlings.cli.app import app as cli_app
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
     from alignlings.practice.session import Locked, Practice
 
     store = ProgressStore(db)

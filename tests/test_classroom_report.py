@@ -16,9 +16,9 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from alignlings.practice import progress as pr  # noqa: E402
+from alignlings.practice import store as pr  # noqa: E402
 from alignlings.practice import report  # noqa: E402
-from alignlings.practice.pack import default_pack_paths, load_pack  # noqa: E402
+from alignlings.content.pack import default_pack_paths, load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 TEACHER, CODE = "report-teacher", "REPT2345"
@@ -285,7 +285,7 @@ def test_the_teacher_page_shows_predictions_in_both_languages(predicted, lang):
 def test_a_prediction_through_the_web_reaches_the_report(app, monkeypatch):
     """A learner who joined predicts on the page's API; the teacher's report has it (the run is not
     what is tested here: it is made to fail, and the prediction is still recorded)."""
-    from alignlings.practice import predict as predict_data
+    from alignlings.content import predictions as predict_data
 
     def no_run(ex, q, use_cache=True):
         raise predict_data.VariantError("not run in this test", "")

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice import blanks as bl
-from alignlings.practice.grader import template_for
-from alignlings.practice.pack import load_pack
+from alignlings.content import blanks as bl
+from alignlings.grading.grader import template_for
+from alignlings.content.pack import load_pack
 
 runner = CliRunner()
 
@@ -126,7 +126,7 @@ def test_hint_levels_and_solution(isolated):
     assert "Hint 1/" in first.output and "Hint 2/" in second.output
     sol = invoke("solution", "dpo-loss")
     assert "F.logsigmoid(margin)" in sol.output
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     summary = ProgressStore().summary()["dpo-loss"]
     assert summary["hints"] == 2 and summary["revealed"]
@@ -138,7 +138,7 @@ def test_quiz_interactive(isolated):
     out = invoke("quiz", input="Z\n" + answers)
     assert out.exit_code == 0
     assert f"{len(quiz)}/{len(quiz)}" in out.output
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     assert ProgressStore().summary()["concepts"]["solved"]
 
@@ -167,7 +167,7 @@ def test_progress_export_import_and_reset(isolated, monkeypatch):
     assert data["format"] == "alignlings-progress"
     monkeypatch.setenv("ALIGNLINGS_HOME", str(isolated / "other-machine"))
     assert invoke("progress", "--import", str(export)).exit_code == 0
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     assert ProgressStore().summary()["grpo-loss"]["hints"] == 1
     bad = isolated / "bad.json"
@@ -266,7 +266,7 @@ def test_a_relative_pack_grades_and_keeps_its_own_progress(isolated, monkeypatch
     out = invoke("--pack", "../ipo", "check", "ipo/dpo-loss", "--json")
     verdict = json.loads(out.output.strip().splitlines()[-1])
     assert out.exit_code == 0 and verdict["passed"], verdict
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     s = ProgressStore()
     assert s.summary("ipo")["dpo-loss"]["solved"] and "dpo-loss" not in s.summary()
@@ -322,7 +322,7 @@ def test_hint_counter_stops_at_the_last_hint(isolated):
     total = len(load_pack().get("dpo-loss").texts("en").hints)
     outputs = [invoke("hint", "dpo-loss").output for _ in range(total + 2)]
     assert f"Hint {total}/{total}" in outputs[-1] and f"Hint {total + 1}/" not in "".join(outputs)
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     assert ProgressStore().summary()["dpo-loss"]["hints"] == total
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 
 PACK = load_pack()
 runner = CliRunner()
@@ -103,7 +103,7 @@ class SlowGrader:
 
 @pytest.mark.parametrize("poll", [True, False], ids=["poll", "os-events"])
 def test_watch_does_not_miss_a_save_during_the_first_check(tmp_path, monkeypatch, poll):
-    import alignlings.practice.grader as grader_mod
+    import alignlings.grading.grader as grader_mod
 
     f = tmp_path / "dpo_loss.py"
     f.write_text("x = 1\n", encoding="utf-8")
@@ -164,7 +164,7 @@ def test_list_and_progress_read_at_any_width(monkeypatch, command, columns, lang
 
 
 def test_list_marks_solved_exercises_and_says_what_the_marks_mean(monkeypatch):
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     monkeypatch.setenv("COLUMNS", "80")
     ProgressStore().record_attempt("dpo-loss", {"passed": True}, code="x")

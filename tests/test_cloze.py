@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from alignlings.practice import cloze as C
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import Pack, load_exercise
-from alignlings.practice.progress import ProgressStore
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import Pack, load_exercise
+from alignlings.practice.store import ProgressStore
 
 PACKS = Path(__file__).resolve().parents[1] / "src" / "alignlings" / "packs" / "dpo-grpo"
 
@@ -393,7 +393,7 @@ def double_pack(tmp_path):
             print(double(torch.tensor([1.0, 2.0])))
         '''), encoding="utf-8")
     (ex / "check.py").write_text(textwrap.dedent('''\
-        from alignlings.practice.checks import Case
+        from alignlings.content.checks import Case
 
 
         def cases():
@@ -423,7 +423,7 @@ def test_check_equivalent_number(double_pack):
 
 @pytest.mark.slow
 def test_check_through_the_real_sandbox(dpo):
-    pytest.importorskip("alignlings.practice.sandbox")
+    pytest.importorskip("alignlings.grading.sandbox")
     grader = Grader(_pack_of(PACKS / "dpo-loss"))
     s = C.snippet_source(dpo)
     results = C.check(dpo, s, _mask(s, "12:11", "12:33", "10:18"), {"12:11": "+", "12:33": "nanmean", "10:18": "*"},

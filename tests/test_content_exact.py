@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
 from alignlings import toy_ppo  # noqa: E402
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import figures  # noqa: E402
-from alignlings.practice.grader import Grader  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.content import figures  # noqa: E402
+from alignlings.grading.grader import Grader  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 PACK = load_pack("dpo-grpo")
 DRILLS = load_pack("bug-drills")

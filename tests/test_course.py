@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from alignlings.practice.pack import PackError, load_pack
+from alignlings.content.pack import PackError, load_pack
 
 
 def teacher_pack(root, *, include=("dpo-grpo",), tracks=None):
@@ -101,7 +101,7 @@ def test_web_home_groups_by_pack_then_track(tmp_path):
     pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
     from alignlings.web.app import create_app
 
     store = ProgressStore(tmp_path / "p.sqlite3")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from alignlings.practice.devcheck import check_exercise
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.grading.devcheck import check_exercise
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 PACK = load_pack()
 pytestmark = pytest.mark.slow  # grades every exercise's template, reference and misconceptions

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from alignlings.practice import skeleton
-from alignlings.practice.devcheck import check_blanks_graded, check_exercise
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.content import skeleton
+from alignlings.grading.devcheck import check_blanks_graded, check_exercise
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 HELPER = '''
 

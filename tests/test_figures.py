@@ -1,4 +1,4 @@
-"""The pictures of issue 22 §4 (``alignlings.practice.figures``): their numbers against the
+"""The pictures of issue 22 §4 (``alignlings.content.figures``): their numbers against the
 library's own losses (computed with torch), what each picture must show, the SVG in both
 languages (cached), the text version, and the page and route that serve them."""
 
@@ -12,7 +12,7 @@ from alignlings.losses.dpo import dpo_loss
 from alignlings.losses.kl import kl_k1, kl_k2, kl_k3
 from alignlings.losses.ppo import gae as torch_gae
 from alignlings.losses.ppo import ppo_policy_loss
-from alignlings.practice import figures
+from alignlings.content import figures
 
 
 @pytest.mark.parametrize("beta", [0.1, 0.5])

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from alignlings.practice.grader import Grader
+from alignlings.grading.grader import Grader
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (scripts/test.sh installs it)")
 
@@ -332,7 +332,7 @@ def test_another_alignlings_on_the_import_path_is_hidden_too(tmp_path_factory):
     import tempfile
     from pathlib import Path
 
-    from alignlings.practice.sandbox import WarmSandbox, run_job
+    from alignlings.grading.sandbox import WarmSandbox, run_job
 
     top = Path(tempfile.mkdtemp(dir="/var/tmp"))  # not under /tmp: each job gets a fresh /tmp
     try:

@@ -9,9 +9,9 @@ import types
 import pytest
 
 from alignlings.practice import review as rv
-from alignlings.practice import values as V
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.grading import values as V
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 PACK = load_pack("dpo-grpo")
 

@@ -14,8 +14,9 @@ import shutil
 import pytest
 
 from alignlings import i18n
-from alignlings.practice import kinds
-from alignlings.practice.pack import Exercise, load_pack
+from alignlings.content import kinds
+from alignlings.content.exercise import Exercise
+from alignlings.content.pack import load_pack
 from alignlings.practice.session import Locked, Practice
 from alignlings.practice.store import ProgressStore
 

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from alignlings.practice import grader as gr
-from alignlings.practice.checks import MAX_VARIANTS
-from alignlings.practice.grader import Grader, fold_variant
-from alignlings.practice.pack import load_pack
+from alignlings.grading import grader as gr
+from alignlings.content.checks import MAX_VARIANTS
+from alignlings.grading.grader import Grader, fold_variant
+from alignlings.content.pack import load_pack
 
 PACK = load_pack("dpo-grpo")
 

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 PACK = load_pack()

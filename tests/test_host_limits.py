@@ -24,7 +24,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from alignlings.cli.app import app as cli  # noqa: E402
 from alignlings.cli.serve import server_config, trusted_proxies  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 CODE = "PRXY2345"
@@ -170,7 +170,7 @@ class _SlowRuns:
         self.lock, self.running, self.most, self.calls = threading.Lock(), 0, 0, 0
 
     def __call__(self, ex, q, *, timeout=None, use_cache=True):
-        from alignlings.practice import predict as pr
+        from alignlings.content import predictions as pr
 
         with self.lock:
             self.calls += 1
@@ -189,7 +189,7 @@ def test_predict_runs_go_through_the_queue_one_per_learner(tmp_path, monkeypatch
     """Seen: six concurrent variant runs from one learner on a cold server."""
     from fastapi.testclient import TestClient
 
-    from alignlings.practice import predict as pr
+    from alignlings.content import predictions as pr
 
     runs = _SlowRuns()
     monkeypatch.setattr(pr, "run_variant", runs)
@@ -215,7 +215,7 @@ def test_predict_runs_go_through_the_queue_one_per_learner(tmp_path, monkeypatch
 
 
 def test_one_variant_runs_once_however_many_ask(tmp_path, monkeypatch):
-    from alignlings.practice import predict as pr
+    from alignlings.content import predictions as pr
 
     monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
     runs = _SlowRuns()
@@ -241,7 +241,7 @@ def test_one_variant_runs_once_however_many_ask(tmp_path, monkeypatch):
 def test_the_server_warm_up_runs_the_predict_variants(monkeypatch):
     from types import SimpleNamespace
 
-    from alignlings.practice import predict as pr
+    from alignlings.content import predictions as pr
     from alignlings.web import references
 
     pack = load_pack()

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 
 runner = CliRunner()
 
@@ -108,7 +108,7 @@ def test_bug_drill_story_panel_title_is_localised():
 
     from rich.console import Console
 
-    from alignlings.practice.bugdrill import render_verdict
+    from alignlings.content.bugdrill import render_verdict
 
     for lang, title in (("en", "The real bug"), ("zh", "真实的 bug")):
         console = Console(file=io.StringIO(), width=100)
@@ -199,7 +199,7 @@ def test_dev_new_and_dev_check_speak_chinese(isolated, monkeypatch):
 
 def _broken_packs(root):
     """(what is broken, the pack folder): errors a teacher meets when a pack does not load."""
-    from alignlings.practice import skeleton
+    from alignlings.content import skeleton
 
     def pack(name, edit):
         folder = root / name
@@ -245,9 +245,9 @@ def test_every_isolation_text_the_sandbox_can_write_reads_as_chinese():
     import itertools
 
     from alignlings import i18n
-    from alignlings.practice.sandbox import MISSING_ISOLATION
-    from alignlings.practice.sandbox.mounts import _describe, _features
-    from alignlings.practice.sandbox.mounts import default_tasks
+    from alignlings.grading.sandbox import MISSING_ISOLATION
+    from alignlings.grading.sandbox.mounts import _describe, _features
+    from alignlings.grading.sandbox.mounts import default_tasks
 
     texts = [MISSING_ISOLATION, "rlimits only (asked for)", "rlimits only (bubblewrap unavailable: bwrap: EPERM)",
              "the fork server did not start (Timeout)"]

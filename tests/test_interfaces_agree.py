@@ -28,11 +28,11 @@ from fastapi.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from alignlings.cli.app import app as cli_app  # noqa: E402
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import progress as pr  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.practice import store as pr  # noqa: E402
 from alignlings.practice import review as rv  # noqa: E402
-from alignlings.practice.grader import solution_for  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.grading.grader import solution_for  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 COURSE = load_pack()

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from alignlings.cli.app import app as cli_app
 from alignlings.practice import interview as iv
-from alignlings.practice import levels
-from alignlings.practice import questionbank
-from alignlings.practice.pack import default_pack_paths, load_pack
+from alignlings.grading import levels
+from alignlings.content import questionbank
+from alignlings.content.pack import default_pack_paths, load_pack
 from alignlings.practice.session import Locked, Practice, UsageError
 from alignlings.practice.store import ProgressStore
 
@@ -156,7 +156,7 @@ def test_the_clock_ends_an_interview_for_every_interface(practice, monkeypatch):
 def test_the_cli_runs_a_three_item_interview_and_reports(tmp_path, monkeypatch):
     monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ALIGNLINGS_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setattr("alignlings.practice.grader.Grader", lambda course: FakeGrader())
+    monkeypatch.setattr("alignlings.grading.grader.Grader", lambda course: FakeGrader())
     items = iv.draw(COURSE, iv.Spec.checked(21, items=3))
     assert [i["slot"] for i in items] == ["concept", "write", "bug"]
     letter = "ABCD"[_right_choice(items[0])]

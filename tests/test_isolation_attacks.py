@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from alignlings.practice.sandbox import Limits, WarmSandbox, is_isolated, run_job
-from alignlings.practice.sandbox.linux import _effective_caps, _in_initial_user_namespace
-from alignlings.practice.sandbox.mounts import _job_tree_files, _package_dir
+from alignlings.grading.sandbox import Limits, WarmSandbox, is_isolated, run_job
+from alignlings.grading.sandbox.linux import _effective_caps, _in_initial_user_namespace
+from alignlings.grading.sandbox.mounts import _job_tree_files, _package_dir
 
 pytestmark = pytest.mark.slow
 TESTS = str(Path(__file__).resolve().parent)
@@ -64,7 +64,7 @@ def run(request):
 # -- a server's secrets and a learner's files -----------------------------------------------------
 DRIVER = textwrap.dedent("""
     import json, sys
-    from alignlings.practice.sandbox import WarmSandbox, run_job
+    from alignlings.grading.sandbox import WarmSandbox, run_job
 
     tests, payloads = sys.argv[1], json.loads(sys.argv[2])  # argv[3:]: the "--token SECRET" a server has
     out = {}
@@ -120,10 +120,10 @@ PLANTED_INIT = 'open({marker!r}, "w").write("imported"); _REAL_PACKAGE = "/plant
 
 TREE_DRIVER = textwrap.dedent("""
     import json, os, stat
-    from alignlings.practice.sandbox import WarmSandbox, job_tree
+    from alignlings.grading.sandbox import WarmSandbox, job_tree
 
     with WarmSandbox(preload=[]) as sandbox:
-        r = sandbox.run("alignlings.practice.sandbox.job:_probe_job", {})
+        r = sandbox.run("alignlings.grading.sandbox.job:_probe_job", {})
     st = os.lstat(os.path.dirname(job_tree()))  # the folder made for the tree (removed at our exit)
     print(json.dumps({"tree": job_tree(), "ok": r.ok, "isolation": r.isolation, "error": r.error_message,
                       "folder": [stat.S_ISDIR(st.st_mode), st.st_uid, stat.S_IMODE(st.st_mode)]}))
@@ -224,7 +224,7 @@ def _expected_task_limit() -> str:
 
 def _pids_cgroup_writable() -> bool:
     """Whether the cgroup holding us in a pids hierarchy can take child cgroups (root's to write)."""
-    from alignlings.practice.sandbox.linux import _our_pids_cgroup
+    from alignlings.grading.sandbox.linux import _our_pids_cgroup
 
     ours = _our_pids_cgroup()
     return ours is not None and os.path.isfile(os.path.join(ours, "cgroup.procs")) and os.access(ours, os.W_OK)

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from alignlings.practice import kinds
-from alignlings.practice.pack import PackError, load_exercise
+from alignlings.content import kinds
+from alignlings.content.pack import PackError, load_exercise
 
 
 def test_every_built_in_kind_is_registered_and_keeps_the_old_meaning():
@@ -46,7 +46,7 @@ def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monke
     with pytest.raises(PackError, match="kind must be one of 'code', 'quiz', 'bug', 'bug-or-not', 'predict', got 'toy-predict'"):
         load_exercise(_exercise_folder(tmp_path / "before", "toy-predict"))
     (tmp_path / "toykind.py").write_text(textwrap.dedent('''
-        from alignlings.practice.kinds import Kind, register
+        from alignlings.content.kinds import Kind, register
 
         class Predict(Kind):
             name = "toy-predict"
@@ -66,8 +66,8 @@ def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monke
     try:
         ex = load_exercise(_exercise_folder(tmp_path / "after", "toy-predict"))
         assert ex.kind_spec is toy.PREDICT is kinds.of(ex)
-        assert (ex.is_quiz, ex.is_code, ex.is_bug) == (True, False, False)
-        from alignlings.practice.devcheck import _check_exercise
+        assert (ex.kind_spec.answered_by_choice, ex.kind_spec.graded_as_file, ex.kind_spec.starts_from_buggy_file) == (True, False, False)
+        from alignlings.grading.devcheck import _check_exercise
 
         report = _check_exercise(ex, grader=None)
         assert "toy" in report.checked and "toy-one: checked by the toy kind" in report.problems
@@ -77,8 +77,8 @@ def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monke
 
 # -- a toy kind from its own module, through every path that used to branch on the kind -----------
 TOY_MODULE = '''
-from alignlings.practice.kinds import Kind, register
-from alignlings.practice.packdata import QuizOption, QuizQuestion
+from alignlings.content.kinds import Kind, register
+from alignlings.content.packdata import QuizOption, QuizQuestion
 
 TEXTS = {"en": 'statement = "Predict."\\nhints = ["a", "b", "c"]\\nexplanation = "Because."\\n',
          "zh": 'statement = "预测。"\\nhints = ["甲", "乙", "丙"]\\nexplanation = "因为。"\\n'}
@@ -160,7 +160,7 @@ def _file_exercise(pack_dir):
                                           'entry = ["f"]\n')
     (folder / "solution.py").write_text("def f(x):\n    return x + 1\n")
     (folder / "check.py").write_text(textwrap.dedent('''
-        from alignlings.practice.checks import Case
+        from alignlings.content.checks import Case
 
         def cases():
             return [Case("one", "visible", lambda m: m.f(1.0)), Case("two", "hidden", lambda m: m.f(2.0))]
@@ -176,11 +176,11 @@ def test_a_toy_kind_writes_its_skeleton_and_flows_through_dev_check_the_session_
     from typer.testing import CliRunner
 
     from alignlings.cli.app import app
-    from alignlings.practice import skeleton
-    from alignlings.practice.devcheck import check_texts
-    from alignlings.practice.grader import solution_for, template_for
-    from alignlings.practice.pack import load_pack
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.content import skeleton
+    from alignlings.grading.devcheck import check_texts
+    from alignlings.grading.grader import solution_for, template_for
+    from alignlings.content.pack import load_pack
+    from alignlings.practice.store import ProgressStore
     from alignlings.practice.session import Practice, UsageError
 
     assert "toy" in skeleton.names() and "toy-file" not in skeleton.names()  # it writes no skeleton
@@ -219,9 +219,9 @@ def test_a_toy_kind_writes_its_skeleton_and_flows_through_dev_check_the_session_
 
 
 def test_a_toy_kind_is_graded_with_its_own_variants_and_verdict_entry(toy, tmp_path):
-    from alignlings.practice import skeleton
-    from alignlings.practice.grader import Grader
-    from alignlings.practice.pack import load_pack
+    from alignlings.content import skeleton
+    from alignlings.grading.grader import Grader
+    from alignlings.content.pack import load_pack
 
     skeleton.write(tmp_path / "pack", "toy-one", "toy")
     _file_exercise(tmp_path / "pack")
@@ -237,7 +237,7 @@ def test_a_toy_kind_is_graded_with_its_own_variants_and_verdict_entry(toy, tmp_p
 def test_a_toy_kind_opens_on_its_page_with_its_template(toy, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from alignlings.practice import skeleton
+    from alignlings.content import skeleton
     from alignlings.web import quiz as web_quiz
     from alignlings.web.app import create_app
 
@@ -267,7 +267,7 @@ def test_review_asks_the_kind_for_its_items_prompts_and_verdicts(tmp_path, monke
     """practice.review never branches on an exercise's kind: a new kind brings its own review items,
     asks them and judges them through its hooks (given the review module, ``rv``)."""
     from alignlings.practice import review as rv
-    from alignlings.practice.pack import Pack
+    from alignlings.content.pack import Pack
 
     class Flashcard(kinds.Kind):
         name = "toy-flashcard"

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from alignlings.practice import kinds
+from alignlings.content import kinds
 from alignlings.practice import review as rv
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 from alignlings.practice.session import Practice, UsageError
 from alignlings.practice.store import ProgressStore
 
@@ -114,7 +114,7 @@ def _review(practice: Practice, ex, draw) -> None:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_kind_survives_an_export_and_an_import_into_a_fresh_home(where, data, monkeypatch):
-    monkeypatch.setattr("alignlings.practice.kinds.predict.measured", _fake_run)
+    monkeypatch.setattr("alignlings.content.kinds.predict.measured", _fake_run)
     kind = data.draw(st.sampled_from(sorted(BY_KIND)), label="kind")
     ex = data.draw(st.sampled_from(BY_KIND[kind]), label="exercise")
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,7 +137,7 @@ def test_every_kind_survives_an_export_and_an_import_into_a_fresh_home(where, da
 
 def test_a_predict_review_row_exports_and_imports(tmp_path, monkeypatch):
     """The seen bug: a predict answer, its review row, then export -> import refused the row."""
-    monkeypatch.setattr("alignlings.practice.kinds.predict.measured", _fake_run)
+    monkeypatch.setattr("alignlings.content.kinds.predict.measured", _fake_run)
     ex = BY_KIND["predict"][0]
     mine = ProgressStore(tmp_path / "a.sqlite3")
     practice = Practice(mine, COURSE)

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 
 PACK = load_pack()
 runner = CliRunner()
@@ -48,7 +48,7 @@ class PassingGrader:
 
 @pytest.fixture
 def passing(monkeypatch, tmp_path):
-    import alignlings.practice.grader as grader_mod
+    import alignlings.grading.grader as grader_mod
 
     monkeypatch.setattr(grader_mod, "Grader", PassingGrader)
     f = tmp_path / "mine.py"
@@ -58,7 +58,7 @@ def passing(monkeypatch, tmp_path):
 
 # -- what comes next -------------------------------------------------------------------------------
 def test_practice_says_what_comes_next_in_track_order_and_wraps_around():
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
     from alignlings.practice.session import Practice
 
     practice = Practice(ProgressStore(), PACK)
@@ -75,7 +75,7 @@ def test_practice_says_what_comes_next_in_track_order_and_wraps_around():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_check_after_a_pass_names_the_next_exercise_and_one_short_sandbox_line(passing, lang):
     from alignlings.practice.session import Practice
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     nxt = Practice(ProgressStore(), PACK).next_exercise(PACK.get("dpo-loss"))
     out = runner.invoke(app, ["check", "dpo-loss", str(passing), "--lang", lang])
@@ -206,7 +206,7 @@ def test_the_review_page_offers_something_to_do_and_bug_or_not_is_not_called_a_q
 def test_review_with_nothing_due_says_what_is_scheduled_and_what_to_do(lang):
     from datetime import datetime, timedelta, timezone
 
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     store = ProgressStore()
     store.record_attempt("dpo-loss", {"passed": True}, code="x")  # scheduled for later, not due today

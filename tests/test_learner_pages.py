@@ -14,7 +14,7 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from alignlings.practice import bugdrill  # noqa: E402
+from alignlings.content import bugdrill  # noqa: E402
 from alignlings.web import render  # noqa: E402
 from alignlings.web import verdict as web_verdict  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
@@ -161,11 +161,11 @@ class CountingGrader:
 def test_reference_warm_up_computes_every_code_exercise_in_course_order(tmp_path):
     import time
 
-    from alignlings.practice.pack import load_pack
+    from alignlings.content.pack import load_pack
 
     grader = CountingGrader()
     app = create_app(["dpo-grpo", "bug-drills"], db_path=tmp_path / "p.sqlite3", grader=grader, warm_references=True)
-    expected = [ex.key for ex in load_pack(["dpo-grpo", "bug-drills"]) if ex.is_code]
+    expected = [ex.key for ex in load_pack(["dpo-grpo", "bug-drills"]) if ex.kind_spec.graded_as_file]
     with TestClient(app) as c:
         deadline = time.time() + 30
         while (s := c.get("/api/references").json())["done"] < s["total"] and time.time() < deadline:
@@ -191,7 +191,7 @@ def test_no_reference_warm_up_when_off(tmp_path, monkeypatch):
 def test_trusted_values_are_computed_once_when_a_check_and_the_warm_up_race(monkeypatch):
     import threading
 
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
 
     grader = Grader(warm=False)
     calls = []

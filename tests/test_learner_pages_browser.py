@@ -26,8 +26,8 @@ httpx = pytest.importorskip("httpx")
 
 from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
 
-from alignlings.practice import bugdrill  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import bugdrill  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -268,7 +268,7 @@ def test_review_on_home_in_the_phone_menu_and_the_badge_follows(make_page, serve
 
 
 def test_review_code_is_highlighted_tab_indents_and_the_reference_fix_is_labelled(make_page, server):
-    drill = [ex for ex in PACK if ex.is_bug][-1]  # not the drill the drill tests solve today
+    drill = [ex for ex in PACK if ex.kind_spec.starts_from_buggy_file][-1]  # not the drill the drill tests solve today
     import_progress(server, attempts=[
         {"uuid": str(uuid.uuid4()), "pack": "bug-drills", "exercise": drill.id, "passed": True,
          "created_at": days_ago(60), "code": drill.solution_source, "verdict": {"passed": True}, "source": "web"},
@@ -462,7 +462,7 @@ def test_home_labels_title_once_and_cloze_check_within_reach_on_a_phone(make_pag
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_wrong_blank_plots_the_learners_values_against_the_expected(make_page, server, lang, size):
-    from alignlings.practice import blanks as bl
+    from alignlings.content import blanks as bl
 
     dpo = PACK.get("dpo-loss")
     fills = [b.answer for b in bl.find_blanks(dpo.solution_source)]

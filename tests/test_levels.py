@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice import blanks as bl
-from alignlings.practice import levels
-from alignlings.practice.pack import load_pack
+from alignlings.content import blanks as bl
+from alignlings.grading import levels
+from alignlings.content.pack import load_pack
 
 BOTH_PACKS = ["dpo-grpo", "bug-drills"]
 
@@ -129,7 +129,7 @@ def test_a_pack_may_give_a_statement_of_its_own_for_a_level(tmp_path):
 
 @pytest.fixture(scope="module")
 def grader():
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
 
     with Grader(COURSE, warm=True) as g:
         yield g
@@ -304,7 +304,7 @@ def test_cli_start_level_check_and_list(isolated):
 def test_dev_check_reports_a_blank_that_no_level_can_give(tmp_path, grader):
     import shutil
 
-    from alignlings.practice.devcheck import Report, check_levels
+    from alignlings.grading.devcheck import Report, check_levels
 
     pack = tmp_path / "p"
     shutil.copytree(COURSE.get("dpo-loss").path, pack / "dpo-loss")

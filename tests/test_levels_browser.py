@@ -18,8 +18,8 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
 
-from alignlings.practice import levels  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.grading import levels  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 EX = load_pack().get("dpo-loss")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from alignlings.practice.sandbox import Limits
+from alignlings.grading.sandbox import Limits
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parent
@@ -46,10 +46,10 @@ def _as_user(argv: list[str], timeout: float, **extra_env: str) -> subprocess.Co
 
 
 _PROBE = ("import json\n"
-          "from alignlings.practice.sandbox import WarmSandbox, run_job\n"
+          "from alignlings.grading.sandbox import WarmSandbox, run_job\n"
           "with WarmSandbox(preload=[]) as w:\n"
-          "    warm = w.run('alignlings.practice.sandbox.job:_probe_job', {})\n"
-          "cold = run_job('alignlings.practice.sandbox.job:_probe_job', {})\n"
+          "    warm = w.run('alignlings.grading.sandbox.job:_probe_job', {})\n"
+          "cold = run_job('alignlings.grading.sandbox.job:_probe_job', {})\n"
           "print(json.dumps({k: [r.ok, r.isolation, r.value] for k, r in (('warm', warm), ('cold', cold))}))\n")
 
 
@@ -128,7 +128,7 @@ def test_root_of_a_rootless_container_is_under_the_task_limit():
         subprocess.run(["rm", "-rf", cache], check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    from alignlings.practice.sandbox import is_isolated
+    from alignlings.grading.sandbox import is_isolated
 
     for path, (ok, isolation, value) in results.items():
         assert ok and is_isolated(isolation), (path, isolation, value)

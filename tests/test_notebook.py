@@ -44,7 +44,7 @@ def test_check_grades_a_function_object(tmp_path):
     assert verdict["passed"], verdict
     assert [b["passed"] for b in verdict["blanks"]] == [True] * 4
     assert "PASSED" in verdict._repr_html_()
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.practice.store import ProgressStore
 
     assert ProgressStore().summary()["dpo-loss"]["solved"]
 
@@ -72,21 +72,21 @@ def test_every_exercise_exports_a_valid_notebook():
     import nbformat
 
     from alignlings.practice.notebook import exercise_notebook
-    from alignlings.practice.pack import load_pack
+    from alignlings.content.pack import load_pack
 
     for ex in load_pack():
         for lang in ("en", "zh"):
             nb = exercise_notebook(ex, lang)
             nbformat.validate(nb)
-            if ex.is_code:
+            if ex.kind_spec.graded_as_file:
                 assert any("alignlings.check(" in c.source for c in nb.cells)
 
 
 def test_check_in_a_course_records_under_the_exercises_pack(tmp_path, monkeypatch):
     import shutil
 
-    from alignlings.practice.pack import load_pack
-    from alignlings.practice.progress import ProgressStore
+    from alignlings.content.pack import load_pack
+    from alignlings.practice.store import ProgressStore
 
     pack = tmp_path / "ipo"
     pack.mkdir()

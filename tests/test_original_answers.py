@@ -17,9 +17,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice.grader import Grader  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.grading.grader import Grader  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 PACK = load_pack()
 

@@ -2,7 +2,7 @@
 
 The proof that every template fails, every reference passes, every misconception is rejected on
 its own blank with its own feedback and every listed equivalent passes exists once, in
-``practice/devcheck.py``; tests/test_devcheck.py runs it on every exercise. Here:
+``grading/devcheck.py``; tests/test_devcheck.py runs it on every exercise. Here:
 1. the reference passes through the real (warm) grader and prints the spec's figures, and
    solution.py runs as a script with the same figures;
 2. texts load in both languages with one ``blanks`` entry per blank, every TOML file parses, the
@@ -22,14 +22,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice.grader import Grader  # noqa: E402
-from alignlings.practice.pack import LANGS, builtin_pack_path, load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.grading.grader import Grader  # noqa: E402
+from alignlings.content.pack import LANGS, builtin_pack_path, load_pack  # noqa: E402
 
 PACK_DIR = builtin_pack_path()
 PACK = load_pack("dpo-grpo")  # the fill-in pack; the drills are proven in tests/test_bugdrill.py
-CODE = [ex.id for ex in PACK.code_exercises()]
-MISCONCEPTIONS = [(ex.id, m.id) for ex in PACK.code_exercises() for m in ex.misconceptions]
+CODE = [ex.id for ex in PACK.fill_exercises()]
+MISCONCEPTIONS = [(ex.id, m.id) for ex in PACK.fill_exercises() for m in ex.misconceptions]
 TRAINS = {"toy-grpo", "toy-ppo"}  # its full grading runs the 40-iteration training (reference, learner, __main__)
 
 
@@ -84,7 +84,7 @@ FIGURES = {"dpo-loss": _dpo_loss, "grpo-advantages": _grpo_advantages, "grpo-los
            "reward-model": _reward_model, "toy-grpo": _toy_grpo}
 
 # -- correct fills written differently from the reference: the pack's [[equivalent]] tables, each alone
-EQUIVALENTS = [(ex.id, e.blank, e.fill) for ex in PACK.code_exercises() for e in ex.equivalents]
+EQUIVALENTS = [(ex.id, e.blank, e.fill) for ex in PACK.fill_exercises() for e in ex.equivalents]
 
 
 
@@ -159,7 +159,7 @@ def test_every_exercise_tags_every_blank_with_named_concepts():
 
     names = {lang: rv.concept_names(PACK, lang) for lang in LANGS}
     used = set()
-    for ex in PACK.code_exercises():
+    for ex in PACK.fill_exercises():
         tags = rv.blank_concepts(ex)
         assert sorted(tags) == [b.index for b in bl.find_blanks(ex.solution_source)], ex.id
         used |= {t for ts in tags.values() for t in ts}
@@ -184,7 +184,7 @@ def test_texts_in_both_languages(eid):
             assert texts.explanation.strip(), lang
             assert len(texts.hints) >= 3, lang
         assert ex.title.get(lang), lang
-    if ex.is_code:
+    if ex.kind_spec.graded_as_file:
         n = len(bl.find_blanks(ex.solution_source))
         for lang in LANGS:
             assert len(ex.texts(lang).blanks) == n, lang
@@ -235,11 +235,11 @@ def test_solution_file_runs_as_a_script(eid):
 
 # -- 4. every code exercise lists right answers written differently (dev check proves they pass) ------------------------------------------------------
 def test_every_code_exercise_lists_equivalents():
-    assert all(ex.equivalents for ex in PACK.code_exercises())
+    assert all(ex.equivalents for ex in PACK.fill_exercises())
 
 
 def test_blank_hints_go_from_a_nudge_to_the_answer():
-    for ex in PACK.code_exercises():
+    for ex in PACK.fill_exercises():
         answers = _reference_fills(ex)
         for lang in LANGS:
             per_blank = ex.texts(lang).blank_hints
@@ -252,14 +252,14 @@ def test_blank_hints_go_from_a_nudge_to_the_answer():
 
 
 def test_todo_comments_state_the_task_not_the_answer():
-    for ex in PACK.code_exercises():
+    for ex in PACK.fill_exercises():
         for lang in LANGS:
             for answer, todo in zip(_reference_fills(ex), ex.texts(lang).blanks):
                 assert answer.isidentifier() or answer not in todo, (ex.id, lang, todo)
 
 
 def test_pack_intro_in_both_languages():
-    n_code = len(PACK.code_exercises())
+    n_code = len(PACK.fill_exercises())
     for lang in LANGS:
         intro = PACK.intro(lang)
         assert "Bradley-Terry" in intro and "k3" in intro, lang

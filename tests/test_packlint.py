@@ -1,4 +1,4 @@
-"""`alignlings dev check` proves structure (practice/packlint.py), `dev new` writes a skeleton that
+"""`alignlings dev check` proves structure (content/packlint.py), `dev new` writes a skeleton that
 passes once filled, `dev preview` shows the template and each misconception's verdict."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from alignlings.cli.app import app
-from alignlings.practice import packlint
-from alignlings.practice.pack import load_pack
+from alignlings.content import packlint
+from alignlings.content.pack import load_pack
 
 runner = CliRunner()
 
@@ -118,7 +118,7 @@ def test_cases_must_call_only_what_the_solution_defines(isolated):
 
 def test_the_builtin_pack_calls_are_found_through_helpers_and_factories():
     pack = load_pack()
-    for ex in (pack.get(key) for key in pack.track("dpo-grpo-fill").exercises if pack.get(key).is_code):
+    for ex in (pack.get(key) for key in pack.track("dpo-grpo-fill").exercises if pack.get(key).kind_spec.graded_as_file):
         used = set(packlint.called_names((ex.path / "check.py").read_text()))
         assert used and used <= set(ex.entry), (ex.id, used, ex.entry)
 

@@ -24,9 +24,9 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 from serving import CHROMIUM_ARGS, served  # noqa: E402  (tests/serving.py)
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice import bugdrill  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.content import bugdrill  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-artifacts" / "screenshots"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from alignlings.practice import predict as pr
-from alignlings.practice.pack import PackError, load_pack
-from alignlings.practice.progress import ProgressStore
+from alignlings.content import predictions as pr
+from alignlings.content.pack import PackError, load_pack
+from alignlings.practice.store import ProgressStore
 from alignlings.practice.session import Practice, UsageError
 
 VARIANT = '''
@@ -135,7 +135,7 @@ def pack(tmp_path):
 
 def test_predict_toml_loads_into_typed_questions(pack):
     ex = pack.get("predict-toy")
-    assert ex.kind_spec.name == "predict" and not ex.is_quiz and not ex.is_code
+    assert ex.kind_spec.name == "predict" and not ex.kind_spec.answered_by_choice and not ex.kind_spec.graded_as_file
     (q,) = ex.predict
     assert isinstance(q, pr.PredictQuestion) and q.id == "toy-speed" and q.answer == 1
     assert q.concepts == ("toy-tag",) and q.run == "run_toy" and q.supports == "supports_toy"
@@ -368,7 +368,7 @@ def test_an_import_of_the_loaded_course_keeps_predictions(pack, tmp_path):
 # -- dev check ---------------------------------------------------------------------------------------------
 
 def test_dev_check_reports_a_wrong_answer_and_other_faults_at_their_lines(tmp_path):
-    from alignlings.practice.devcheck import check_exercise
+    from alignlings.grading.devcheck import check_exercise
 
     good = load_pack(make_pack(tmp_path / "good")).get("predict-toy")
     report = check_exercise(good, None)
@@ -388,7 +388,7 @@ def test_dev_check_reports_a_wrong_answer_and_other_faults_at_their_lines(tmp_pa
     wrong = next(p for p in problems if "supports_toy(run_toy()) = option 1" in p)
     assert wrong.startswith(f"{path}:{line_of('answer = ')}: answer = 0, but ")
     # concept tags are checked against every loaded pack (packlint), as a quiz's or a drill's are (issue 34)
-    from alignlings.practice import packlint
+    from alignlings.content import packlint
 
     course = load_pack(str(bad.path.parent))
     structure = [str(p) for p in packlint.lint_pack(course.packs[-1], course=course)]
@@ -405,7 +405,7 @@ def test_dev_check_reports_a_wrong_answer_and_other_faults_at_their_lines(tmp_pa
 
 def test_the_built_in_predict_items_pass_dev_check():
     """Their real torch variants run and support the answer the items give (a few seconds each)."""
-    from alignlings.practice.kinds.predict import check_predict
+    from alignlings.content.kinds.predict import check_predict
 
     course = load_pack()
     items = [ex for ex in course if ex.kind == "predict"]

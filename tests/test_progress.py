@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from alignlings.practice import progress as P
-from alignlings.practice.progress import ProgressStore
+from alignlings.practice import store as P
+from alignlings.practice.store import ProgressStore
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +60,7 @@ def test_default_path_without_home_is_the_platform_data_dir(monkeypatch, tmp_pat
 def test_wal_mode_and_schema_version(store):
     db = sqlite3.connect(store.path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == P.SCHEMA_VERSION == len(P.MIGRATIONS)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == P.SCHEMA_VERSION == len(P.schema.MIGRATIONS)
     db.close()
 
 
@@ -166,9 +166,9 @@ def test_cloze_stats_and_due_weights(store):
 
 
 def test_due_weight_bounds():
-    assert P.cloze_due(0, 0, 0) == 1.0
-    assert P.cloze_due(10, 10, 0) == pytest.approx(4.0)
-    assert P.cloze_due(10, 0, 10) == pytest.approx(0.2)  # floor: mastered positions still come back
+    assert P.sqlite.cloze_due(0, 0, 0) == 1.0
+    assert P.sqlite.cloze_due(10, 10, 0) == pytest.approx(4.0)
+    assert P.sqlite.cloze_due(10, 0, 10) == pytest.approx(0.2)  # floor: mastered positions still come back
 
 
 def test_first_run_and_settings(store):
@@ -548,22 +548,3 @@ def test_the_postgresql_adapter_numbers_only_the_placeholders_outside_literals()
     for bad in ("SELECT 'open ?", 'SELECT "open', "SELECT /* open ?", "SELECT $1"):
         with pytest.raises(ValueError, match="sql: expected the store's portable SQL"):
             placeholders(bad)
-
-
-@pytest.mark.parametrize("module", ["schema", "sqlite", "postgres", "transfer"])
-def test_the_progress_module_still_offers_everything_the_store_defines(module):
-    """practice/progress.py is what practice/store/ was split from: code, tests and notebooks written
-    against it (``progress._seal``, ``progress.placeholders``...) keep working, whatever the store adds."""
-    import ast
-    import importlib
-    from pathlib import Path
-
-    mod = importlib.import_module(f"alignlings.practice.store.{module}")
-    tree = ast.parse(Path(mod.__file__).read_text(encoding="utf-8"))
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    defined |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    state = {name for n in ast.walk(tree) if isinstance(n, ast.Global) for name in n.names}  # rebound at run time
-    missing = sorted(name for name in defined - state if getattr(P, name, None) is not getattr(mod, name))
-    assert all(hasattr(P, name) for name in state)
-    assert defined and missing == [], missing

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from alignlings.practice import questionbank as qb
-from alignlings.practice.pack import load_pack
+from alignlings.content import questionbank as qb
+from alignlings.content.pack import load_pack
 
 PACKS = [load_pack("dpo-grpo"), load_pack("bug-drills")]
 
@@ -101,8 +101,8 @@ def test_equal_rewards_give_zero_advantages():
 def test_dev_check_reports_a_broken_interview_question_at_its_line(tmp_path):
     import shutil
 
-    from alignlings.practice import packlint
-    from alignlings.practice.pack import builtin_pack_path
+    from alignlings.content import packlint
+    from alignlings.content.pack import builtin_pack_path
 
     folder = tmp_path / "bug-drills"
     shutil.copytree(builtin_pack_path().parent / "bug-drills", folder)

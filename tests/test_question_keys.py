@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from alignlings.cli.app import app
 from alignlings.practice import report
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 from alignlings.practice.session import Practice
 from alignlings.practice.store import ProgressStore, connect, migrate
 

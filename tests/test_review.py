@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from alignlings.practice import review as rv
-from alignlings.practice.pack import PackError, load_exercise, load_pack
-from alignlings.practice.progress import ProgressStore
+from alignlings.content.pack import PackError, load_exercise, load_pack
+from alignlings.practice.store import ProgressStore
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # a Monday, 09:00 UTC
 PACK = "dpo-grpo"
@@ -126,7 +126,7 @@ def test_seed_pack_tags_every_blank_of_its_six_exercises(pack):
     names = {lang: rv.concept_names(pack, lang) for lang in ("en", "zh")}
     for ex_id in ("dpo-loss", "grpo-advantages", "grpo-loss", "reward-model", "toy-grpo"):
         ex = pack.get(ex_id)
-        from alignlings.practice.blanks import find_blanks
+        from alignlings.content.blanks import find_blanks
 
         tags = rv.blank_concepts(ex)
         assert sorted(tags) == [b.index for b in find_blanks(ex.solution_source)], ex_id
@@ -302,7 +302,7 @@ def test_concurrent_writers_lose_nothing(tmp_path, pack):
 
 @pytest.fixture(scope="module")
 def grader(pack):
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
 
     g = Grader(pack, warm=True)
     yield g

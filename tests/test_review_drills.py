@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from alignlings.practice import review as rv
-from alignlings.practice.pack import PackError, load_pack
-from alignlings.practice.progress import ProgressStore
+from alignlings.content.pack import PackError, load_pack
+from alignlings.practice.store import ProgressStore
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 DRILLS = "bug-drills"
@@ -52,7 +52,7 @@ def test_every_drill_is_a_review_item(course):
     items = rv.catalog(course)
     drills = load_pack(DRILLS)
     for ex in drills:
-        if ex.is_bug:
+        if ex.kind_spec.starts_from_buggy_file:
             item = items[(DRILLS, f"bug/{ex.id}")]
             assert item.kind == "bug" and item.exercise == ex.key
         else:
@@ -179,7 +179,7 @@ def test_bug_item_is_presented_and_rejects_bad_answers(tmp_path, course):
 
 @pytest.fixture(scope="module")
 def grader(course):
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
 
     g = Grader(course, warm=True)
     yield g
@@ -187,7 +187,7 @@ def grader(course):
 
 
 def test_bug_item_is_graded_in_the_sandbox(tmp_path, course, grader):
-    from alignlings.practice import bugdrill
+    from alignlings.content import bugdrill
 
     ex = course.get(BUG)
     with ProgressStore(tmp_path / "a.sqlite3") as store:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from alignlings.practice import review as rv
-from alignlings.practice.pack import load_pack
-from alignlings.practice.progress import ProgressStore
+from alignlings.content.pack import load_pack
+from alignlings.practice.store import ProgressStore
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 PACK = "dpo-grpo"

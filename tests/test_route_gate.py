@@ -20,10 +20,10 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from alignlings.practice import blanks as bl  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
 from alignlings.practice import cloze as cz  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
-from alignlings.practice.progress import ProgressStore  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
+from alignlings.practice.store import ProgressStore  # noqa: E402
 from alignlings.practice.session import Practice, UsageError  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 

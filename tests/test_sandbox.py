@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from alignlings.practice.sandbox import (
+from alignlings.grading.sandbox import (
     Limits,
     SandboxResult,
     SandboxUnavailable,

@@ -41,7 +41,7 @@ def _env(home: Path) -> dict[str, str]:
 def test_the_no_namespace_machine_is_real():
     """The set-up above does take namespaces away (else the tests below prove nothing)."""
     assert shutil.which("unshare"), "util-linux's unshare is needed"
-    code = "from alignlings.practice.sandbox import warm_isolation; print(warm_isolation())"
+    code = "from alignlings.grading.sandbox import warm_isolation; print(warm_isolation())"
     proc = subprocess.run([*NO_NAMESPACES, sys.executable, "-c", code], env=_env(Path("/")), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -74,10 +74,10 @@ def test_a_class_refuses_to_start_where_no_task_limit_binds(tmp_path):
     stay the host's uid 0, which RLIMIT_NPROC never binds, so one learner could start threads
     without end. That is not isolated: a class refuses, and says what is missing."""
     if not _as_root():  # a normal user's jobs always have their own user namespace, hence a task limit
-        from alignlings.practice.sandbox import is_isolated
+        from alignlings.grading.sandbox import is_isolated
         assert not is_isolated("namespaces (own pid namespace, threads not limited (no uid of its own))")
         return
-    code = "from alignlings.practice.sandbox import warm_isolation; print(warm_isolation())"
+    code = "from alignlings.grading.sandbox import warm_isolation; print(warm_isolation())"
     probe = subprocess.run([*ROOT_WITHOUT_SETUID, sys.executable, "-c", code], env=_env(Path("/")),
                            capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from alignlings.practice.pack import load_pack
-from alignlings.practice.progress import ProgressStore
+from alignlings.content.pack import load_pack
+from alignlings.practice.store import ProgressStore
 from alignlings.practice.session import Practice, UsageError
 
 COURSE = load_pack()

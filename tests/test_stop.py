@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from alignlings.practice.sandbox import STOP, Limits, WarmSandbox, run_job
+from alignlings.grading.sandbox import STOP, Limits, WarmSandbox, run_job
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -68,7 +68,7 @@ class _BlockingGrader:
         assert stop is not None, "the check route did not give this check a Stop"
         self.started.set()
         assert stop.wait(60), "nobody pressed Stop"
-        from alignlings.practice.grader import msg
+        from alignlings.grading.grader import msg
 
         return {"exercise": exercise_id, "passed": False, "blanks": [], "cases": [], "stdout": "",
                 "error": {"kind": "stopped", "message": msg("stopped", lang)},
@@ -84,8 +84,8 @@ class _BlockingGrader:
 def test_the_stop_route_ends_the_learners_check_and_nothing_is_recorded(tmp_path):
     from fastapi.testclient import TestClient
 
-    from alignlings.practice import blanks as bl
-    from alignlings.practice.pack import load_pack
+    from alignlings.content import blanks as bl
+    from alignlings.content.pack import load_pack
     from alignlings.web.app import create_app
 
     pack = load_pack()
@@ -111,9 +111,9 @@ def test_the_stop_route_ends_the_learners_check_and_nothing_is_recorded(tmp_path
 
 def test_a_runaway_fill_is_stopped_through_the_real_grader(tmp_path, monkeypatch):
     """The engine end to end: a fill that never returns, Stop pressed, the verdict says stopped."""
-    from alignlings.practice import blanks as bl
-    from alignlings.practice.grader import Grader
-    from alignlings.practice.pack import load_pack
+    from alignlings.content import blanks as bl
+    from alignlings.grading.grader import Grader
+    from alignlings.content.pack import load_pack
 
     monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
     pack = load_pack()
@@ -133,9 +133,9 @@ def test_watch_stops_the_previous_check_when_the_file_is_saved_again(tmp_path, m
     from typer.testing import CliRunner
 
     from alignlings.cli.app import app as cli
-    from alignlings.practice import grader as gr
-    from alignlings.practice.grader import template_for
-    from alignlings.practice.pack import load_pack
+    from alignlings.grading import grader as gr
+    from alignlings.grading.grader import template_for
+    from alignlings.content.pack import load_pack
 
     monkeypatch.setenv("ALIGNLINGS_HOME", str(tmp_path / "home"))
     ex = load_pack().get("dpo-loss")

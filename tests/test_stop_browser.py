@@ -26,7 +26,7 @@ from serving import CHROMIUM_ARGS  # noqa: E402
 from test_stop import _BlockingGrader  # noqa: E402
 
 from alignlings.cli.serve import server_config  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 PACK = load_pack()

@@ -7,7 +7,7 @@ import pytest
 
 from alignlings import i18n
 from alignlings.practice import report
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 from alignlings.practice.store import ProgressStore
 from alignlings.web.classroom import _duration, plural
 

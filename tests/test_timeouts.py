@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from alignlings.practice import grader as gr
-from alignlings.practice import skeleton
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.grading import grader as gr
+from alignlings.content import skeleton
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 SLOW_ON_ONE_BATCH = '''import time
 

@@ -20,10 +20,10 @@ import json
 
 import pytest
 
-from alignlings.practice import blanks as bl
-from alignlings.practice import grader as grader_module
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.content import blanks as bl
+from alignlings.grading import grader as grader_module
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 PACK = load_pack("dpo-grpo")
 EX = PACK.get("dpo-loss")
@@ -200,7 +200,7 @@ def test_the_original_pages_file_gets_a_per_blank_verdict(grader):
 TOY_GRPO_FORGERY = '''
 import gc
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 for case in [o for o in gc.get_objects() if isinstance(o, Case)]:
     if case.name.startswith("training"):
@@ -219,7 +219,7 @@ def test_a_toy_grpo_file_that_replaces_the_case_functions_fails(grader):
 
 def test_the_toy_grpo_reference_still_trains(grader):
     """The control: the reference's own weights, measured on the trusted side, pass."""
-    from alignlings.practice.grader import solution_for
+    from alignlings.grading.grader import solution_for
 
     ex = PACK.get("toy-grpo")
     verdict = grader.check("toy-grpo", solution_for(ex), run_main=False, variant=0)
@@ -238,7 +238,7 @@ def test_a_detached_fill_is_wrong_though_its_value_is_right(grader):
 
 def test_a_blank_in_a_loop_is_judged_on_every_occurrence():
     """Record and judge in this process (no sandbox): a fill right on the first iteration only."""
-    from alignlings.practice import casejob, instrument
+    from alignlings.grading import casejob, instrument
 
     source = "def f(xs):\n    out = []\n    for x in xs:\n        y = x * 2  # BLANK\n        out.append(y)\n" \
              "    return out\n"
@@ -246,7 +246,7 @@ def test_a_blank_in_a_loop_is_judged_on_every_occurrence():
     learner = source.replace("x * 2  # BLANK", "x * 2 if x < 1 else x * 3")
     located = instrument.locate(learner, source, blanks)
     assert located is not None and located.fills[1] == "x * 2 if x < 1 else x * 3"
-    recorder = __import__("alignlings.practice.record", fromlist=["Recorder"]).Recorder()
+    recorder = __import__("alignlings.grading.record", fromlist=["Recorder"]).Recorder()
     module = casejob.load_module(learner, recorder=recorder, sites=located.sites)
     recorder.case = "loop"
     module.f([0.5, 1.5, 2.5])

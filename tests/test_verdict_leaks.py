@@ -17,9 +17,9 @@ import types
 
 import pytest
 
-from alignlings.practice import checks
-from alignlings.practice.grader import Grader
-from alignlings.practice.pack import load_pack
+from alignlings.content import checks
+from alignlings.grading.grader import Grader
+from alignlings.content.pack import load_pack
 
 PACK = load_pack("dpo-grpo")
 
@@ -185,8 +185,8 @@ def test_a_fill_cannot_raise_the_reference_through_the_stack(grader, fill, blank
 
 def test_the_stack_leak_would_reach_the_reference_if_its_text_came_back():
     """The control: run the splice as the job does and the error's message is the reference."""
-    from alignlings.practice import blanks as bl
-    from alignlings.practice import casejob
+    from alignlings.content import blanks as bl
+    from alignlings.grading import casejob
 
     ex = PACK.get("dpo-loss")
     blanks = bl.find_blanks(ex.solution_source)
@@ -248,7 +248,7 @@ def test_the_stack_leak_fails_on_the_cli_paths_too(fork_server, tmp_path, monkey
 def _t(a, dtype="float32"):
     import numpy as np
 
-    from alignlings.practice import values as V
+    from alignlings.grading import values as V
 
     return V.TensorValue(dtype, np.array(a, dtype=dtype))
 
@@ -261,8 +261,8 @@ def _t(a, dtype="float32"):
     (_t([True, False], "bool"), _t([True, True], "bool"), "the value differs", "数值不同"),
 ])
 def test_a_hidden_difference_is_told_in_words_only(expected, got, en, zh):
-    from alignlings.practice import values as V
-    from alignlings.practice.feedback import describe_case
+    from alignlings.grading import values as V
+    from alignlings.grading.feedback import describe_case
 
     diff = V.redact(V.compare(expected, got))
     assert diff is not None and not {"expected", "got", "first", "max_abs_diff", "mean_abs_diff"} & set(diff)
@@ -277,8 +277,8 @@ def test_a_hidden_difference_is_told_in_words_only(expected, got, en, zh):
 def test_a_hidden_case_says_nothing_that_depends_on_the_distance(got):
     """Issue 29 §2: the band "relative error over 100 %" was a comparison oracle (is the hidden
     value above twice mine?). Every wrong finite value of a hidden case now reads the same."""
-    from alignlings.practice import values as V
-    from alignlings.practice.feedback import describe_case
+    from alignlings.grading import values as V
+    from alignlings.grading.feedback import describe_case
 
     diff = V.redact(V.compare(_t([0.5, 0.25]), _t([got, 0.25])))
     assert set(diff) <= {"path", "reason", "shape", "got_nan", "redacted"}, diff
@@ -291,8 +291,8 @@ def test_a_hidden_case_says_nothing_that_depends_on_the_distance(got):
 
 def test_a_visible_case_never_says_hidden_values_are_not_shown():
     """Issue 31 §8: "values of hidden and edge cases are not shown" on a visible case is wrong."""
-    from alignlings.practice import values as V
-    from alignlings.practice.feedback import describe_case
+    from alignlings.grading import values as V
+    from alignlings.grading.feedback import describe_case
 
     diff = V.redact(V.compare(_t([0.5]), _t([0.7])))
     for lang in ("en", "zh"):

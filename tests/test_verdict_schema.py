@@ -15,9 +15,9 @@ import pytest
 
 jsonschema = pytest.importorskip("jsonschema")
 
-from alignlings.practice import kinds  # noqa: E402
-from alignlings.practice.grader import Grader  # noqa: E402 - loaded at collection: conftest wraps its check
-from alignlings.practice.sandbox import ERROR_KINDS  # noqa: E402
+from alignlings.content import kinds  # noqa: E402
+from alignlings.grading.grader import Grader  # noqa: E402 - loaded at collection: conftest wraps its check
+from alignlings.grading.sandbox import ERROR_KINDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "verdict.schema.json").read_text(encoding="utf-8"))

@@ -22,15 +22,15 @@ pytest.importorskip("latex2mathml")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 
 PACK_PATH = os.environ.get("ALIGNLINGS_WEB_TEST_PACK")  # default: the built-in pack
 PACK = load_pack(PACK_PATH)
 DPO_FILLS = [b.answer for b in bl.find_blanks(PACK.get("dpo-loss").solution_source)]
-CODE_IDS = [ex.id for ex in PACK if ex.is_code]
-QUIZ = [ex for ex in PACK if ex.is_quiz]  # the concept quiz and the bug-or-not drills
+CODE_IDS = [ex.id for ex in PACK if ex.kind_spec.graded_as_file]
+QUIZ = [ex for ex in PACK if ex.kind_spec.answered_by_choice]  # the concept quiz and the bug-or-not drills
 CLOZE_IDS = [ex.id for ex in PACK if ex.cloze]
 PAGES = ["/", "/quiz", "/cloze", "/toy-grpo", "/progress",
          *[f"/exercises/{ex.id}" for ex in PACK], *[f"/cloze/{i}" for i in CLOZE_IDS]]
@@ -194,7 +194,7 @@ def test_check_wrong_fill_names_the_blank_and_its_misconception(client):
 
 
 def test_check_whole_file_code(client):
-    from alignlings.practice.grader import template_for
+    from alignlings.grading.grader import template_for
 
     v = client.post("/api/exercises/dpo-loss/check", json={"code": template_for(PACK.get("dpo-loss"))}).json()
     assert v["passed"] is False and all(b["passed"] is False for b in v["blanks"])
@@ -541,7 +541,7 @@ def test_check_verdict_is_the_cli_json_verdict(client, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from alignlings.cli.app import app as cli
-    from alignlings.practice.grader import template_for
+    from alignlings.grading.grader import template_for
 
     code = template_for(PACK.get("dpo-loss")).replace(bl.PLACEHOLDER, DPO_FILLS[0], 1)
     path = tmp_path / "dpo_loss.py"

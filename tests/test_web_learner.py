@@ -1,6 +1,6 @@
 """Issue 10 in-process: the verdict in the web page's terms, the statement without terminal
 instructions, titled navigation, per-blank hints, quiz rounds, the drill's warning, the wording
-of case results (practice/feedback.py)."""
+of case results (grading/feedback.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from alignlings.practice import blanks as bl  # noqa: E402
-from alignlings.practice.feedback import describe_case, number  # noqa: E402
-from alignlings.practice.pack import load_pack  # noqa: E402
+from alignlings.content import blanks as bl  # noqa: E402
+from alignlings.grading.feedback import describe_case, number  # noqa: E402
+from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web import verdict as wv  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
 from alignlings.web.exercises import web_statement  # noqa: E402
@@ -23,7 +23,7 @@ from alignlings.web.exercises import web_statement  # noqa: E402
 PACK = load_pack()
 DPO = PACK.get("dpo-loss")
 DPO_FILLS = [b.answer for b in bl.find_blanks(DPO.solution_source)]
-CODE = [ex for ex in PACK if ex.is_code]
+CODE = [ex for ex in PACK if ex.kind_spec.graded_as_file]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_an_empty_box_is_a_todo_and_no_name_error_on_the_placeholder(client, lan
 
 
 def test_a_syntax_error_points_at_the_displayed_line_and_its_todo(client):
-    from alignlings.practice.grader import template_for
+    from alignlings.grading.grader import template_for
 
     fills = list(DPO_FILLS)
     fills[2] = "beta * (("

@@ -49,7 +49,7 @@ def check(
     """Grade your file: per-blank verdicts, visible, hidden and edge cases, run in a sandbox. With
     --level 4 or 5 (or a file whose header states its level) the whole file is graded at that level."""
     from alignlings.cli.report import render_verdict
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     _, code = read_submission(ex.key, file, pack_args(pack), level)
@@ -69,7 +69,7 @@ def check(
             from alignlings.cli.layout import paragraph
 
             paragraph(out, next_text(practice.next_exercise(ex), lang, pack))
-        from alignlings.practice.sandbox import is_isolated
+        from alignlings.grading.sandbox import is_isolated
 
         isolation = verdict.get("isolation") or ""  # "none (quiz)": no code ran
         if isolation.startswith(("rlimits", "namespaces")) and not is_isolated(isolation):  # or no task limit

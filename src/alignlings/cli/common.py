@@ -125,7 +125,7 @@ def _lang_from_environment() -> str:
 
 def load(pack):
     """The pack or course: --pack (after or before the command), else $ALIGNLINGS_PACK, else built-in."""
-    from alignlings.practice.pack import PackError, default_pack_paths, load_pack
+    from alignlings.content.pack import PackError, default_pack_paths, load_pack
 
     paths = given_packs(pack) or default_pack_paths()
     try:
@@ -148,7 +148,7 @@ def pack_error_text(exc: Exception) -> str:
 
 
 def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
-    from alignlings.practice.pack import PackError
+    from alignlings.content.pack import PackError
 
     try:
         ex = pack.get(exercise_id)
@@ -214,7 +214,7 @@ def session(course, *, graded: bool = False):
     from alignlings.practice.session import Practice
 
     def make_grader():
-        from alignlings.practice.grader import Grader
+        from alignlings.grading.grader import Grader
 
         return Grader(course)
 

@@ -19,7 +19,7 @@ dev_app = typer.Typer(help="Commands for pack authors and maintainers.", no_args
 
 def _targets(course, pack) -> list:
     """The packs to prove: those named with --pack (or $ALIGNLINGS_PACK), not what they include."""
-    from alignlings.practice.pack import default_pack_paths, load_pack
+    from alignlings.content.pack import default_pack_paths, load_pack
 
     named = [str(p) for p in given_packs(pack)] or default_pack_paths()
     if not named:
@@ -37,10 +37,10 @@ def dev_check(pack: PackOption = None) -> None:
     """
     from rich.markup import escape
 
-    from alignlings.practice import packlint
-    from alignlings.practice.devcheck import check_exercise, locate
-    from alignlings.practice.grader import Grader
-    from alignlings.practice.pack import PackError, default_pack_paths, load_pack
+    from alignlings.content import packlint
+    from alignlings.grading.devcheck import check_exercise, locate
+    from alignlings.grading.grader import Grader
+    from alignlings.content.pack import PackError, default_pack_paths, load_pack
 
     out, say = console(), MSG[resolve_lang(None)]  # no --lang of its own: ALIGNLINGS_LANG speaks for it
 
@@ -113,7 +113,7 @@ def dev_new(
     """
     from rich.markup import escape
 
-    from alignlings.practice import kinds, skeleton
+    from alignlings.content import kinds, skeleton
 
     if kind not in skeleton.names():
         raise UsageError("kind", "--kind", kinds=", ".join(skeleton.names()), got=kind)
@@ -142,8 +142,8 @@ def dev_preview(
     from rich.markup import escape
 
     from alignlings.cli.solution import print_code
-    from alignlings.practice import blanks as bl
-    from alignlings.practice.grader import Grader, template_for
+    from alignlings.content import blanks as bl
+    from alignlings.grading.grader import Grader, template_for
 
     lang, p, ex = open_exercise(exercise_id, lang, pack)
     out = console()
@@ -208,7 +208,7 @@ def _preview_questions(out, say: dict, ex, lang: str) -> None:
             if o.why.get(lang):
                 out.print(f"     [dim]{escape(o.why[lang])}[/]", soft_wrap=True)
         if ex.kind_spec.name == "predict":
-            from alignlings.practice import predict as pr
+            from alignlings.content import predictions as pr
 
             try:
                 run = pr.run_variant(ex, q)
@@ -224,8 +224,8 @@ def _preview_bug(out, say: dict, course, ex, lang: str) -> None:
     from rich.markup import escape
 
     from alignlings.cli.solution import print_code
-    from alignlings.practice.bugdrill import apply_wrong_fix
-    from alignlings.practice.grader import Grader
+    from alignlings.content.bugdrill import apply_wrong_fix
+    from alignlings.grading.grader import Grader
 
     out.rule(say["start_file"])
     print_code(out, ex.buggy_source)

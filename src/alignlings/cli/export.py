@@ -23,9 +23,9 @@ def export(
     from rich.markup import escape
 
     from alignlings.cli.common import given_packs
-    from alignlings.practice.levels import LEVELS, has_levels
+    from alignlings.grading.levels import LEVELS, has_levels
     from alignlings.practice.notebook import exercise_notebook
-    from alignlings.practice.pack import default_pack_paths
+    from alignlings.content.pack import default_pack_paths
 
     lang = resolve_lang(lang)
     if fmt != "ipynb":

@@ -88,7 +88,7 @@ def chart_table(chart: dict, lang: str):
     from rich.markup import escape
     from rich.table import Table
 
-    from alignlings.practice.predict import sparkline
+    from alignlings.content.predictions import sparkline
 
     table = Table(title=escape(m("chart", lang, y=chart["y"], x=chart["x"])), title_justify="left")
     for col in ("series", "shape", "first", "last", "min", "max"):

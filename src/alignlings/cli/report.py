@@ -42,7 +42,7 @@ def render_verdict(verdict: dict, lang: str, console, verbose: bool = False) -> 
     if verdict.get("misconception"):  # a level-4/5 file whose outputs match a known mistake
         console.print(Panel(escape(verdict["misconception"]["message"]), border_style="yellow", expand=False))
     if verdict.get("bug"):  # a spot-the-bug drill: changed lines, wrong fix, region hint, the story
-        from alignlings.practice.bugdrill import render_verdict as render_bug
+        from alignlings.content.bugdrill import render_verdict as render_bug
 
         render_bug(verdict, lang, console)
     if verdict.get("stdout"):
@@ -59,6 +59,6 @@ def isolation_line(isolation: str, lang: str, verbose: bool = False) -> str:
         return ""
     if verbose:
         return f"{L['isolation'][lang]}: {i18n.reword('practice.isolation', isolation, lang)}"
-    from alignlings.practice.sandbox import is_isolated
+    from alignlings.grading.sandbox import is_isolated
 
     return L["isolated_short" if is_isolated(isolation) else "unisolated_short"][lang]

@@ -17,7 +17,7 @@ def reset(
 ) -> None:
     """Reset an exercise's progress and give you a fresh template (the old file is backed up)."""
     from alignlings.cli.start import backup
-    from alignlings.practice.grader import template_for
+    from alignlings.grading.grader import template_for
 
     lang, course, ex = open_exercise(exercise_id, lang, pack)
     done = session(course).reset(ex)

@@ -5,7 +5,7 @@ A thin layer over :func:`alignlings.web.app.create_app`. It binds 127.0.0.1 unle
 carries it, because every request without the token is refused. Such a shared server does not
 import progress unless started with ``--allow-import``.
 
-Learner code is graded in Linux namespaces (``alignlings.practice.sandbox``), as root or as a normal
+Learner code is graded in Linux namespaces (``alignlings.grading.sandbox``), as root or as a normal
 user. Where they cannot be made, a class or a server on a non-loopback address refuses to start
 and says what is missing, unless ``--allow-unisolated`` is given; then every page says so.
 
@@ -81,7 +81,7 @@ def server_config(web, proxies: list[str]):
 def _check_isolation(*, shared: bool, allow_unisolated: bool, lang: str = "en") -> bool:
     """Whether this server will grade without isolation (True: say so on every page). A class or a
     server others can reach refuses to start unless ``--allow-unisolated``; on loopback, a warning."""
-    from alignlings.practice import sandbox
+    from alignlings.grading import sandbox
 
     isolated, how = sandbox.warm_isolation()
     if isolated:
@@ -145,7 +145,7 @@ def serve(
 
     import uvicorn
 
-    from alignlings.practice.pack import PackError, default_pack_paths
+    from alignlings.content.pack import PackError, default_pack_paths
     from alignlings.web.app import create_app
 
     lang = resolve_lang(lang)  # of these console lines; each page has its own
@@ -159,7 +159,7 @@ def serve(
         raise UsageError("classroom_import", "--allow-import", lang=lang)
     proxies = trusted_proxies(trusted_proxy or [], lang)
     if database_url is not None:
-        from alignlings.practice.progress import is_database_url
+        from alignlings.practice.store.postgres import is_database_url
 
         if not is_database_url(database_url):
             raise UsageError("database_url", "--database-url", lang=lang, got=database_url[:40])

@@ -123,7 +123,7 @@ def show(
 ) -> None:
     """Show an exercise's statement (formulas as Unicode text), or its template with --code; a pack's id
     shows the pack's introduction."""
-    from alignlings.practice.grader import template_for
+    from alignlings.grading.grader import template_for
 
     lang = resolve_lang(lang)
     loaded = load(pack)
@@ -146,7 +146,7 @@ def show(
     level = LEVEL.get(lang, LEVEL["en"]).format(n=ex.level)
     out.print(f"[bold]{ex.title[lang]}[/]{'（' if lang == 'zh' else ' ('}{level}{'）' if lang == 'zh' else ')'}\n")
     out.print(Markdown(_markdown_safe(ex.texts(lang).statement)))
-    from alignlings.practice import figures  # the page's pictures, as text (issue 22)
+    from alignlings.content import figures  # the page's pictures, as text (issue 22)
 
     for name in figures.for_exercise(ex.id):
         out.print("")

@@ -79,8 +79,8 @@ def watch(
     """Keep a warm grader (torch imported once) and re-check your file whenever it changes."""
     from alignlings.cli.check import grade_and_record, read_submission
     from alignlings.cli.report import render_verdict
-    from alignlings.practice.grader import Grader
-    from alignlings.practice.sandbox import STOP, is_isolated
+    from alignlings.grading.grader import Grader
+    from alignlings.grading.sandbox import STOP, is_isolated
 
     lang, p, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     path, _ = read_submission(ex.key, file, level=level)

@@ -9,7 +9,7 @@ An answer is right when it is the exact token, or when the snippet with that ans
 substituted (every other position correct) behaves like the reference on the exercise's cases:
 ``mean`` -> ``nanmean`` is as good as the original there. Positions a learner gets wrong come
 back more often: :func:`draw` samples by the weights the progress store keeps
-(:func:`alignlings.practice.progress.cloze_due`).
+(:func:`alignlings.practice.store.sqlite.cloze_due`).
 
 A position's key is ``"line:col"`` in the snippet; the snippet keeps the reference file's line
 numbers and comments only follow code, so keys are the same in every language and in the full
@@ -31,8 +31,9 @@ from alignlings import i18n
 from alignlings.practice.store.sqlite import cloze_due
 
 if TYPE_CHECKING:
-    from alignlings.practice.grader import Grader
-    from alignlings.practice.pack import Exercise, Pack
+    from alignlings.grading.grader import Grader
+    from alignlings.content.exercise import Exercise
+    from alignlings.content.pack import Pack
 
 KINDS = ("name", "attr", "number", "op")
 PLACEHOLDER = "____"
@@ -98,7 +99,7 @@ def strip_main(source: str) -> str:
 
 def _exercise(exercise: Exercise | str, pack: Pack | None = None) -> Exercise:
     if isinstance(exercise, str):
-        from alignlings.practice.pack import load_pack
+        from alignlings.content.pack import load_pack
 
         return (pack or load_pack()).get(exercise)
     return exercise
@@ -106,7 +107,7 @@ def _exercise(exercise: Exercise | str, pack: Pack | None = None) -> Exercise:
 
 def snippet_source(exercise: Exercise | str, lang: str = "en") -> str:
     """The reference solution of a cloze exercise, comments in ``lang``, without its __main__ section."""
-    from alignlings.practice.grader import solution_for
+    from alignlings.grading.grader import solution_for
 
     return strip_main(solution_for(_exercise(exercise), lang))
 
@@ -300,7 +301,7 @@ def check(exercise: Exercise | str, source: str, masked: list[Position], answers
     (any language); the results can go straight to ``ProgressStore.record_cloze``.
     """
     exercise = _exercise(exercise, grader.pack)
-    from alignlings.practice.grader import solution_for
+    from alignlings.grading.grader import solution_for
 
     full = solution_for(exercise)
     full_positions = {p.key: p for p in maskable_positions(full)}

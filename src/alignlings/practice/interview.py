@@ -31,7 +31,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from alignlings.practice.pack import Exercise, Pack
+    from alignlings.content.exercise import Exercise
+    from alignlings.content.pack import Pack
 
 BANK = "bank:"  # an item's ``exercise`` for a track's interview question: ``bank:PACK/TRACK`` (questionbank.BANK)
 CURRENT_KEY = "interview/current"
@@ -96,14 +97,14 @@ def _plan(n: int) -> list[str]:
 def writable(ex: Exercise) -> bool:
     """An exercise that can be asked at levels 4 and 5: a fill-in exercise whose reference has a
     function to write (a toy training run is a task, not an interview question)."""
-    from alignlings.practice import levels
+    from alignlings.grading import levels
 
     return levels.has_levels(ex) and ex.timeout <= 15
 
 
 def _candidates(slot: str, course: Pack, keys: list[str]) -> list[tuple[str, str | None]]:
     """(exercise key or ``BANK`` + track key, question id or None) that can fill ``slot``, in course order."""
-    from alignlings.practice import questionbank
+    from alignlings.content import questionbank
 
     out: list[tuple[str, str | None]] = []
     if slot == "concept":  # the track's interview questions first, then the concept quizzes'
@@ -193,7 +194,9 @@ def seconds_left(state: dict, now: datetime) -> int:
 
 
 def running(state: dict | None, now: datetime) -> bool:
-    return bool(state) and not state.get("finished_at") and seconds_left(state, now) > 0  # type: ignore[arg-type]
+    if not state or state.get("finished_at"):
+        return False
+    return seconds_left(state, now) > 0
 
 
 def time_spent(state: dict) -> dict[int, int]:
@@ -208,7 +211,7 @@ def time_spent(state: dict) -> dict[int, int]:
 
 def question_of(course: Pack, item: dict) -> tuple[str, Any]:
     """(pack id, the question) of a question item: a track's interview question or an exercise's."""
-    from alignlings.practice import questionbank
+    from alignlings.content import questionbank
 
     key, qid = item["exercise"], item["question"]
     if key.startswith(BANK):
@@ -352,6 +355,12 @@ class InterviewMixin:
     store: Any
     course: Pack
     source: str
+    if TYPE_CHECKING:  # what Practice gives the mixin
+        def _safely(self, what: str, fn: Any) -> bool: ...
+        def track_locks(self, lang: str = "en") -> dict[str, str]: ...
+        def check(self, ex: Exercise, *, code: str | None = None, fills: list[str] | None = None,
+                  lang: str = "en", run_main: bool = True, level: int | None = None) -> Any: ...
+        def review(self) -> Any: ...
 
     # -- state ---------------------------------------------------------------------------------------
     def _interview_now(self) -> datetime:
@@ -401,7 +410,7 @@ class InterviewMixin:
         spec = Spec.checked(seed, minutes, track, items, level)
         open_tracks: set[str] | None = None  # a class interview: the same items for everyone
         if assignment is None:
-            locks = getattr(self, "track_locks", lambda lang: {})(lang)
+            locks = self.track_locks(lang)
             open_tracks = {t.key for t in self.course.tracks if t.key not in locks}
         drawn = draw(self.course, spec, open_tracks)
         state = new_state(spec, drawn, assignment=assignment, started=self._interview_now())
@@ -475,7 +484,7 @@ class InterviewMixin:
                 raise InterviewError("code", text(lang, "answer_kind", n=index + 1, what=text(lang, "a_file")))
             ex = self.course.exercises[item["exercise"]]
             level = item["level"] if not ex.kind_spec.starts_from_buggy_file else None
-            checked = self.check(ex, code=code, lang=lang, level=level)  # type: ignore[attr-defined]
+            checked = self.check(ex, code=code, lang=lang, level=level)
             verdict = checked.verdict
             entry = {"answer": code, "correct": bool(verdict["passed"]),
                      "feedback": {lg: _verdict_feedback(verdict, lg) for lg in _TEXT},
@@ -517,7 +526,7 @@ class InterviewMixin:
 
     def _interview_met(self) -> set[tuple[str, str]]:
         """(pack, review item) of every item in this learner's review schedule, brought up to date."""
-        self.review().sync()  # type: ignore[attr-defined]
+        self.review().sync()
         return {(part.id, key) for part in self.course.packs
                 for key in (self.store.review_states(pack=part.id) or {})}
 
@@ -596,7 +605,7 @@ def interview_file(ex: Exercise, item: dict, lang: str) -> str:
     """The file a file item starts from: the exercise at its level, or a bug drill's buggy file."""
     if ex.kind_spec.starts_from_buggy_file:
         return ex.kind_spec.learner_file(ex, lang)
-    from alignlings.practice import levels
+    from alignlings.grading import levels
 
     return levels.level_file(ex, int(item["level"] or 4), lang)
 

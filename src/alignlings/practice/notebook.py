@@ -88,9 +88,9 @@ def check(exercise_id: str, *objs: Any, lang: str = "en", pack=None, level: int 
     ``level``: 4 or 5 grades them as the exercise's level-4/5 file (``practice.levels``), recorded at
     that level.
     """
-    from alignlings.practice import levels
-    from alignlings.practice.grader import Grader, template_for
-    from alignlings.practice.pack import default_pack_paths, load_pack
+    from alignlings.grading import levels
+    from alignlings.grading.grader import Grader, template_for
+    from alignlings.content.pack import default_pack_paths, load_pack
 
     if not objs:
         raise ValueError("objs: pass at least one function or class to grade, e.g. check('dpo-loss', dpo_loss)")
@@ -129,8 +129,8 @@ def exercise_notebook(ex, lang: str = "en", pack: list[str] | None = None, level
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     from alignlings import i18n
-    from alignlings.practice import levels
-    from alignlings.practice.grader import template_for
+    from alignlings.grading import levels
+    from alignlings.grading.grader import template_for
 
     texts = ex.texts(lang)
     if level is not None:

@@ -71,11 +71,12 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from alignlings.practice import kinds
-from alignlings.practice.pack import Exercise, Pack, PackError
+from alignlings.content import kinds
+from alignlings.content.exercise import Exercise
+from alignlings.content.pack import Pack, PackError
 
 if TYPE_CHECKING:
-    from alignlings.practice.grader import Grader
+    from alignlings.grading.grader import Grader
     from alignlings.practice.store import ProgressStore
 
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4  # fsrs.Rating values
@@ -262,7 +263,7 @@ def blank_concepts(ex: Exercise) -> dict[int, tuple[str, ...]]:
     where = f"{ex.path / 'exercise.toml'}: [concepts]"
     if not isinstance(table, dict):
         raise PackError(f"{where}: expected a table mapping blank numbers to lists of tags")
-    from alignlings.practice.blanks import find_blanks
+    from alignlings.content.blanks import find_blanks
 
     n = len(find_blanks(ex.solution_source))
     out = {}
@@ -317,7 +318,7 @@ def cloze_lines(ex: Exercise) -> dict[int, list]:
 
 @lru_cache(maxsize=128)
 def _cloze_lines(solution: str) -> dict[int, list]:
-    from alignlings.practice import blanks as bl
+    from alignlings.content import blanks as bl
     from alignlings.practice import cloze as cz
 
     by_line: dict[int, list] = {}
@@ -349,7 +350,7 @@ def catalog(pack: Pack) -> dict[tuple[str, str], Item]:
 def _catalog(pack: Pack) -> dict[tuple[str, str], Item]:
     """Each exercise's kind says which items it brings (``Kind.review_items``, practice.kinds); each
     track's interview questions (``practice.questionbank``) are quiz items too, once answered."""
-    from alignlings.practice import questionbank as qb
+    from alignlings.content import questionbank as qb
 
     out = {item.uid: item for ex in pack for item in ex.kind_spec.review_items(_THIS, ex)}
     for track, (pack_id, questions, tags) in qb.course_banks(pack).items():
@@ -656,7 +657,7 @@ def concept_names(pack: Pack, lang: str = "en") -> dict[str, str]:
 
 def hardest_blank(ex: Exercise, attempts: list[dict]) -> int:
     """The blank this learner failed most (ties: most known misconceptions, then the later one)."""
-    from alignlings.practice.blanks import find_blanks
+    from alignlings.content.blanks import find_blanks
 
     blanks = find_blanks(ex.solution_source)
     failed = {b.index: 0 for b in blanks}
@@ -735,7 +736,7 @@ class BugPrompt(Prompt):
 def kind_of(pack: Pack, item: Item) -> Any:
     """The exercise kind that asks and judges ``item`` (``practice.kinds``): its exercise's, or the
     quiz's for a track's interview question."""
-    from alignlings.practice import kinds
+    from alignlings.content import kinds
 
     return kinds.get("quiz") if item.exercise.startswith(BANK) else pack.get(item.exercise).kind_spec
 
@@ -745,7 +746,7 @@ def present(review: Review, item: Item, lang: str = "en") -> Prompt:
     (``Kind.review_prompt``): a :class:`QuizPrompt` (:class:`PredictPrompt`), :class:`ClozePrompt`,
     :class:`BlankPrompt` (misconception and exercise items) or :class:`BugPrompt`."""
     if item.exercise.startswith(BANK):  # a track's interview question, asked as in the quiz
-        from alignlings.practice import questionbank as qb
+        from alignlings.content import questionbank as qb
 
         q = qb.bank_question(review.pack, item.exercise, item.question or "")[1]
         track = review.pack.track(item.exercise.removeprefix(BANK))
@@ -771,7 +772,7 @@ def cloze_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) ->
 
 def blank_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) -> BlankPrompt:
     """A misconception or exercise item: one blank of the reference, the others filled."""
-    from alignlings.practice import blanks as bl
+    from alignlings.content import blanks as bl
     from alignlings.practice import cloze as cz
 
     ex = review.pack.get(item.exercise)
@@ -798,7 +799,7 @@ class LevelPrompt(BugPrompt):
 
 
 def level_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) -> LevelPrompt:
-    from alignlings.practice import levels
+    from alignlings.grading import levels
 
     ex = review.pack.get(item.exercise)
     return LevelPrompt(**base, source=levels.level_file(ex, 4, lang), statement=levels.level_statement(ex, 4, lang),
@@ -807,8 +808,8 @@ def level_prompt(review: Review, item: Item, base: dict[str, Any], lang: str) ->
 
 def check_level(review: Review, item: Item, answer: Any, grader: Grader, lang: str) -> dict:
     """A ``level/`` item's answer: the whole file, graded at level 4 (``levels.check_level``)."""
-    from alignlings.practice import blanks as bl
-    from alignlings.practice import levels
+    from alignlings.content import blanks as bl
+    from alignlings.grading import levels
 
     if not isinstance(answer, str):
         raise reject(answer, "the whole file (a string)")
@@ -862,8 +863,8 @@ def check(review: Review, item: Item, answer: Any, *, grader: Grader | None = No
     recognised): learner code never runs in this process.
     """
     if item.exercise.startswith(BANK):  # a track's interview question: judged as a quiz question
-        from alignlings.practice import questionbank as qb
-        from alignlings.practice.kinds.quiz import check_choice
+        from alignlings.content import questionbank as qb
+        from alignlings.content.kinds.quiz import check_choice
 
         return check_choice(qb.bank_question(review.pack, item.exercise, item.question or "")[1], answer, lang)
     ex = review.pack.get(item.exercise)
@@ -884,7 +885,7 @@ def check_cloze(review: Review, item: Item, answer: Any, grader: Grader, lang: s
 
 
 def check_blank(review: Review, item: Item, answer: Any, grader: Grader, lang: str) -> dict:
-    from alignlings.practice import blanks as bl
+    from alignlings.content import blanks as bl
 
     if not isinstance(answer, str):
         raise reject(answer, "the blank's code (a string)")
@@ -909,7 +910,7 @@ def check_blank(review: Review, item: Item, answer: Any, grader: Grader, lang: s
 
 
 def check_bug(ex: Exercise, answer: Any, grader: Grader | None, lang: str) -> dict:
-    from alignlings.practice import bugdrill
+    from alignlings.content import bugdrill
 
     if grader is None:
         raise ValueError("grader: a code item is graded in the sandbox; pass a Grader")

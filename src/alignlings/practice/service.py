@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from alignlings.practice.pack import Exercise
-from alignlings.practice.verdict import Verdict
+from alignlings.content.exercise import Exercise
+from alignlings.grading.verdict import Verdict
 
 log = logging.getLogger("alignlings.practice")
 

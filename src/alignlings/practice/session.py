@@ -49,9 +49,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar, cast
 
 from alignlings.practice.interview import InterviewMixin
-from alignlings.practice.pack import Exercise, Pack, PackError, QuizQuestion
+from alignlings.content.exercise import Exercise
+from alignlings.content.pack import Pack, PackError, QuizQuestion
 from alignlings.practice.service import STORE_ERRORS, quiz_round_verdict, record_safely
-from alignlings.practice.verdict import Verdict
+from alignlings.grading.verdict import Verdict
 
 log = logging.getLogger("alignlings.practice")
 
@@ -486,7 +487,7 @@ class Practice(InterviewMixin):
         return self.exercise(ex) if isinstance(ex, str) else ex
 
     def _level_arg(self, ex: Exercise, level: Any) -> int:
-        from alignlings.practice import levels
+        from alignlings.grading import levels
 
         try:
             return levels.parse_level(level, ex)
@@ -496,8 +497,8 @@ class Practice(InterviewMixin):
     def start(self, ex: Exercise | str, level: int | None = None, *, lang: str = "en") -> Started:
         """The file the learner starts from: the exercise's own (``level`` None), or the level-4 or
         level-5 file generated from the reference (``practice.levels``). Nothing is recorded."""
-        from alignlings.practice import levels
-        from alignlings.practice.grader import template_for
+        from alignlings.grading import levels
+        from alignlings.grading.grader import template_for
 
         ex = self._exercise_arg(ex)
         if not ex.kind_spec.graded_as_file:
@@ -510,7 +511,7 @@ class Practice(InterviewMixin):
 
     def levelled_exercises(self) -> list[Exercise]:
         """The exercises that have levels 4 and 5 (every fill-in exercise), in course order."""
-        from alignlings.practice.levels import has_levels
+        from alignlings.grading.levels import has_levels
 
         return [ex for ex in self.course if has_levels(ex)]
 
@@ -534,13 +535,13 @@ class Practice(InterviewMixin):
             raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item, not a file: answer it with "
                                    f"`alignlings {ex.kind_spec.cli_answer} {ex.key}`", missing=True)
         if level is None and code is not None:
-            from alignlings.practice.levels import level_of
+            from alignlings.grading.levels import level_of
 
             level = level_of(code)
         if level is not None:
             if fills is not None:
                 raise UsageError("fills", f"level {level} has no blanks: give the whole file as 'code'")
-            from alignlings.practice.levels import check_level
+            from alignlings.grading.levels import check_level
 
             level = self._level_arg(ex, level)
             assert code is not None
@@ -603,7 +604,7 @@ class Practice(InterviewMixin):
     @gated
     def reveal(self, ex: Exercise, *, lang: str = "en") -> Reveal:
         """The reference solution, each blank's fill and the explanation; recorded as revealed."""
-        from alignlings.practice.grader import solution_for
+        from alignlings.grading.grader import solution_for
 
         if not ex.kind_spec.graded_as_file:
             raise UsageError("ID", f"{ex.key!r} is a {ex.kind_spec.label['en']} item: it has no solution file",
@@ -781,7 +782,7 @@ class Practice(InterviewMixin):
         still shown and ``recorded`` is False), and only then is anything of the answer or the run
         computed. The item counts as solved under the quiz's rule: its last question closes a round,
         recorded as one attempt that passes when every question's latest prediction is right."""
-        from alignlings.practice.kinds.predict import measured
+        from alignlings.content.kinds.predict import measured
 
         q = self._predict_question(ex, question_id)
         ex = self.predict_exercise(ex.key)
@@ -797,7 +798,7 @@ class Practice(InterviewMixin):
     def bug_diff(self, ex: Exercise, code: str, *, lang: str = "en") -> BugDiff:
         """The learner's change against buggy.py (nothing graded or recorded): ``changes`` (one
         sentence), ``hunks``, ``changed_lines`` and ``diff`` (unified text)."""
-        from alignlings.practice import bugdrill
+        from alignlings.content import bugdrill
 
         if not ex.kind_spec.starts_from_buggy_file:
             raise UsageError("ID", f"{ex.key!r} is not a spot-the-bug drill", missing=True)
@@ -1058,7 +1059,7 @@ class Practice(InterviewMixin):
 
         if not isinstance(data, dict):
             raise UsageError("data", "expected a JSON object (an alignlings progress export)")
-        from alignlings.practice import questionbank
+        from alignlings.content import questionbank
 
         limits: dict[str, Any] = {}
         if only_loaded:

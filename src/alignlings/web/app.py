@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from alignlings import i18n
-from alignlings.practice.pack import load_pack
+from alignlings.content.pack import load_pack
 from alignlings.web.guard import (
     BodyLimitMiddleware,
     CheckQueue,

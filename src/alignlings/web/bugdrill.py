@@ -15,8 +15,8 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings import i18n
-from alignlings.practice import bugdrill
-from alignlings.practice.pack import Exercise
+from alignlings.content import bugdrill
+from alignlings.content.exercise import Exercise
 from alignlings.web import render
 from alignlings.web.context import call, get_exercise, lang_of, practice, render_page
 from alignlings.web.helpers import hints_taken, neighbours, page, web_statement

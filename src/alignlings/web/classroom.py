@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from alignlings import i18n
-from alignlings.practice.progress import MAX_LEARNER_NAME, _learner_name
+from alignlings.practice.store.sqlite import MAX_LEARNER_NAME, _learner_name
 from alignlings.practice.service import STORE_ERRORS
 from alignlings.web.checkqueue import address_of
 from alignlings.web.context import WebContext, lang_of, render_page
@@ -304,7 +304,7 @@ def lock_reasons(context: WebContext, learner: str, lang: str = "en") -> dict[st
 
 def lock_reason_of_exercise(context: WebContext, learner: str, key: str, lang: str = "en") -> str | None:
     """Why ``learner`` may not check exercise ``key`` now (its track is locked for them), else None."""
-    from alignlings.practice.pack import PackError
+    from alignlings.content.pack import PackError
 
     try:
         ex = context.pack.get(key)
@@ -691,7 +691,7 @@ def lock_track(request: Request, body: LockBody) -> dict:
     """Lock a track until each learner has solved the tracks it ``requires`` (or open it again):
     learners see it locked with the reason, and their checks, hints and solutions on its exercises
     are refused (403) until then. A track that requires nothing cannot be locked (422)."""
-    from alignlings.practice.pack import PackError
+    from alignlings.content.pack import PackError
 
     context = _teacher_context(request)
     try:
@@ -719,7 +719,7 @@ def _due_iso(value: str) -> str:
 def add_assignment(request: Request, body: AssignmentBody) -> dict:
     """Give an assignment: a set of exercises with a due time; ``/teacher/assignments/ID`` says who
     finished by then."""
-    from alignlings.practice.pack import PackError
+    from alignlings.content.pack import PackError
 
     context = _teacher_context(request)
     keys = []

@@ -16,7 +16,7 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from alignlings.practice.pack import Exercise
+from alignlings.content.exercise import Exercise
 from alignlings.practice.session import DEFAULT_CLOZE_RATIO
 from alignlings.web import render
 from alignlings.web.context import call, ctx, get_exercise, graded, lang_of, practice, render_page

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from alignlings.practice.pack import Exercise, Pack, PackError
+from alignlings.content.exercise import Exercise
+from alignlings.content.pack import Pack, PackError
 from alignlings.practice.session import Locked, Practice, StoreUnavailable, UsageError
 from alignlings.web import i18n
 from alignlings.web.checkqueue import CheckQueue, QueueFull, client_key
@@ -46,7 +47,7 @@ class WebContext:
         if self._grader is None:
             with self._grader_lock:
                 if self._grader is None:
-                    from alignlings.practice.grader import Grader
+                    from alignlings.grading.grader import Grader
 
                     self._grader = Grader(self.pack, warm=True)
         return self._grader

@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from alignlings.practice import blanks as bl
-from alignlings.practice.pack import Exercise
+from alignlings.content import blanks as bl
+from alignlings.content.exercise import Exercise
 from alignlings.practice.session import blank_hints
 from alignlings.web import render
 from alignlings.web import verdict as web_verdict
@@ -123,7 +123,7 @@ def list_exercises(request: Request) -> list[dict]:
 @router.get("/api/exercises/{exercise_id:path}", tags=["exercises"])
 def exercise_detail(request: Request, exercise_id: str) -> dict:
     """Statement (Markdown and HTML), the template, the blanks with their TODO text, hint counts."""
-    from alignlings.practice.grader import template_for
+    from alignlings.grading.grader import template_for
 
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
@@ -157,8 +157,8 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
     stops = ctx(request).check_queue.stops
 
     def grade() -> dict:
-        from alignlings.practice.grader import template_for
-        from alignlings.practice.sandbox import STOP
+        from alignlings.grading.grader import template_for
+        from alignlings.grading.sandbox import STOP
 
         STOP.set(stop)  # this worker's context: the page's "Stop" ends the jobs of this check
         checked = call(lambda: session.check(ex, code=body.code, fills=body.fills, lang=lang, level=body.level))

@@ -1,4 +1,4 @@
-"""Pictures for exercises (``alignlings.practice.figures``): ``GET /figures/{name}.svg?lang=``.
+"""Pictures for exercises (``alignlings.content.figures``): ``GET /figures/{name}.svg?lang=``.
 
 The SVG is rendered once per language and cached (memory and disk); the exercise page shows each
 of its pictures under the statement, with the same content as text in a <details> beside it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
 
-from alignlings.practice import figures
+from alignlings.content import figures
 from alignlings.web.context import lang_of
 
 router = APIRouter()

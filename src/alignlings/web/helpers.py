@@ -14,7 +14,8 @@ from typing import Any
 
 from fastapi import Request
 
-from alignlings.practice.pack import Exercise, QuizQuestion
+from alignlings.content.exercise import Exercise
+from alignlings.content.pack import QuizQuestion
 from alignlings.web import render
 from alignlings.web.context import ctx, practice
 

@@ -11,8 +11,8 @@ from typing import Any
 from fastapi import HTTPException, Request
 
 from alignlings import i18n
-from alignlings.practice import levels
-from alignlings.practice.pack import Exercise
+from alignlings.grading import levels
+from alignlings.content.exercise import Exercise
 from alignlings.web import render
 from alignlings.web.context import practice, render_page
 from alignlings.web.helpers import web_statement

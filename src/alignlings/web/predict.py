@@ -18,7 +18,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings import i18n
-from alignlings.practice.pack import Exercise
+from alignlings.content.exercise import Exercise
 from alignlings.web import render
 from alignlings.web.context import get_exercise, graded, lang_of, practice, render_page
 from alignlings.web.helpers import neighbours, page, web_statement

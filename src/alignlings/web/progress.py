@@ -1,6 +1,6 @@
 """The progress page and routes: what was solved, attempts and hints; export and import as JSON.
 
-Progress lives in the engine's SQLite store (``alignlings.practice.progress``), shared with the
+Progress lives in the engine's SQLite store (``alignlings.practice.store``), shared with the
 CLI, so it survives a server restart and shows up in ``alignlings progress`` too.
 """
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from alignlings.practice import kinds
-from alignlings.practice.pack import Exercise, QuizQuestion
+from alignlings.content import kinds
+from alignlings.content.exercise import Exercise
+from alignlings.content.pack import QuizQuestion
 from alignlings.web import render
 from alignlings.web.context import call, lang_of, practice, render_page
 from alignlings.web.helpers import neighbours, page, public_question

@@ -22,7 +22,7 @@ import time
 
 from fastapi import APIRouter, HTTPException, Request
 
-from alignlings.practice.pack import PackError
+from alignlings.content.pack import PackError
 from alignlings.web.context import ctx, lang_of
 from alignlings.web.i18n import learner
 
@@ -79,7 +79,7 @@ class ReferenceWarmup:
     def _warm_predict(self, context) -> int:
         """Run every predict item's variants once (each cached on disk), so that no learner's first
         prediction starts a run on a cold server; returns how many are ready. Never raises."""
-        from alignlings.practice import predict as pr
+        from alignlings.content import predictions as pr
 
         ready = 0
         for ex in context.pack:

@@ -19,8 +19,8 @@ import difflib
 import html
 import re
 
-from alignlings.practice import blanks as bl
-from alignlings.practice.feedback import MESSAGES, case_name, msg
+from alignlings.content import blanks as bl
+from alignlings.grading.feedback import MESSAGES, case_name, msg
 from alignlings.web import render
 
 _PLACEHOLDER_NAME_ERROR = re.compile(r"NameError: name '_{3,}' is not defined")

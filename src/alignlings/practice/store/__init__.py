@@ -39,7 +39,7 @@ The store is a package along its seams: :mod:`~alignlings.practice.store.schema`
 migrations, one list for both databases), :mod:`~alignlings.practice.store.sqlite` (the store),
 :mod:`~alignlings.practice.store.postgres` (the PostgreSQL adapter) and
 :mod:`~alignlings.practice.store.transfer` (export format and import validation).
-``alignlings.practice.progress`` re-exports all of it for the code and data written against it.
+``alignlings.practice.store`` re-exports all of it for the code and data written against it.
 """
 
 from alignlings.practice.store.schema import DEFAULT_PACK, HINT, RESET, REVEAL, SCHEMA_VERSION, migrate, utcnow

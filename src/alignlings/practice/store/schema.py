@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-DEFAULT_PACK = "dpo-grpo"  # the built-in pack's id (alignlings.practice.pack.BUILTIN_PACK_ID)
+DEFAULT_PACK = "dpo-grpo"  # the built-in pack's id (alignlings.content.pack.BUILTIN_PACK_ID)
 
 # kinds of rows in the `events` table
 HINT, REVEAL, RESET = "hint", "reveal", "reset"

@@ -149,7 +149,7 @@ def _validate_export(data: Any, *, exercises: Collection[str] | None = None,
                                      "key": _field(r, "key", str, w), "token": _field(r, "token", str, w),
                                      "correct": int(_field(r, "correct", bool, w)),
                                      "created_at": _utc_iso(r.get("created_at"), w + ".created_at")})
-    from alignlings.practice.kinds import REVIEW_ITEM_KINDS as item_kinds  # the one list (imported on use)
+    from alignlings.content.kinds import REVIEW_ITEM_KINDS as item_kinds  # the one list (imported on use)
 
     for i, r in enumerate(_rows(data, "review_log")):
         w = f"review_log[{i}]"

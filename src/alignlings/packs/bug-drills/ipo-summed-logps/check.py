@@ -1,4 +1,4 @@
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

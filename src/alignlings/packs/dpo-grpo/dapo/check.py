@@ -2,7 +2,7 @@
 equality included), the decoupled clip on ratios in both clip bands, the token-level mean on unequal lengths,
 TRL's clip fractions, and a batch with groups dropped (group-major rows)."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

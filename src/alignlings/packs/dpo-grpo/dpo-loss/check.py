@@ -1,6 +1,6 @@
 """Cases for the dpo-loss exercise: the spec's batch, random batches and betas, an underflow edge case."""
 
-from alignlings.practice.checks import Case, fresh
+from alignlings.content.checks import Case, fresh
 
 
 def cases():

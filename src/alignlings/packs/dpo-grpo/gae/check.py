@@ -1,7 +1,7 @@
 """Cases for gae: the spec's two completions, random padded batches with discounting, the gradient of
 the advantages with respect to the values, lam = 0 and lam = 1, one-token completions."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

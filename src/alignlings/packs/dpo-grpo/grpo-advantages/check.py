@@ -1,6 +1,6 @@
 """Cases for the grpo-advantages exercise: the spec's four groups, list input, random groups, eps."""
 
-from alignlings.practice.checks import Case, fresh
+from alignlings.content.checks import Case, fresh
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for the grpo-aggregation exercise: each aggregation on unequal lengths, the token weights it
 implies (its gradient), an empty completion (value and gradient), and gradient accumulation over micro-batches."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

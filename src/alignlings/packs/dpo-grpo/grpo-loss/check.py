@@ -1,6 +1,6 @@
 """Cases for the grpo-loss exercise: the spec's data, gradients, other shapes, log-probs near -200."""
 
-from alignlings.practice.checks import Case, fresh
+from alignlings.content.checks import Case, fresh
 
 
 def cases():

@@ -2,7 +2,7 @@
 away from 1 and the clip must act), the two-sided cap delta on ratios from 0.1 to 10, TRL's generation buffer
 schedule, and when TRL records pi_old's log-probs."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -2,7 +2,7 @@
 the arithmetic mean of token ratios, random padded batches (the paper's and wider clip ranges), the gradient
 (one value per completion), a 1000-token completion, and GSPO-token's stop-gradients."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -2,7 +2,7 @@
 1/(2 beta), DPO never does), random batches of unequal lengths, invariance to length, gradients, and
 an empty completion."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for kl-estimators: the spec's vocabulary, exact expectations and their gradients, random
 batches, samples from pi_old, log-probs near -200 and the on-policy ratio's gradient."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for the kto exercise: the mismatched KL pairs, z_0 (detached, clamped), the statement's
 batch, random unbalanced batches with weights, gradients, and the recommended weight ratio."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for the orpo exercise: the statement's pairs, log odds where P(y|x) nears 1 (saturation),
 random padded batches, the effect of beta and of the SFT term, gradients, an empty completion."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

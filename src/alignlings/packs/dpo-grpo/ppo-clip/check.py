@@ -1,7 +1,7 @@
 """Cases for ppo-clip: the spec's five tokens, random padded batches with gradients, ratios far from 1,
 log-probs near -200, zero advantages and garbage on padding."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for ppo-value-and-kl: the spec's rewards and value loss, random padded batches (left, right,
 full rows) with gradients, one-token completions, values far from the old ones."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for reinforce-rloo: the spec's rewards, the loss and its gradient with padding, other group
 layouts, G = 2, flat groups, and the exact expected gradient on a 3-answer bandit."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for reward-eval: the spec's synthetic world (accuracy, best-of-N gains for several N), random
 pairs, group layouts, the best-of-N KL, ties from a constant reward model."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

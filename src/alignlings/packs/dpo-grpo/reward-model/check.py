@@ -1,6 +1,6 @@
 """Cases for the reward-model exercise: the spec's setup, parameter counts, gradients, other sizes."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

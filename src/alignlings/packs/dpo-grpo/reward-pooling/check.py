@@ -1,7 +1,7 @@
 """Cases for reward-pooling: the spec's three padding layouts, random batches, the loss with margin and
 centring and its gradients, a pad id that never occurs, pairs far apart."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -1,7 +1,7 @@
 """Cases for sft-loss: the spec's labels and loss, random batches with gradients, gradient
 accumulation over micro-batches of unequal lengths, pad == eos, an empty prompt, confident logits."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

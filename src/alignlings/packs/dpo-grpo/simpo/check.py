@@ -2,7 +2,7 @@
 answer with the same per-token log-probs, gradients (padding gets none), underflow and an empty
 completion."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

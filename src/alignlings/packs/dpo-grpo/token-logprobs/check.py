@@ -1,7 +1,7 @@
 """Cases for token-logprobs: the spec's batch, random batches with gradients, a left-padded batch
 through a toy causal LM with absolute position embeddings, confident logits, prompts of length 1."""
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

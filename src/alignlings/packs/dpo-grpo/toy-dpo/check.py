@@ -5,7 +5,7 @@ ref and opt that train reads), so they depend neither on what ran before them no
 which a learner's code draws random numbers. The training case judges the outcome itself.
 """
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -7,7 +7,7 @@ A whole file in the original page's form runs its 40-iteration loop at module le
 train(): the sync and training cases then inspect the models that loop trained on import.
 """
 
-from alignlings.practice.checks import Case
+from alignlings.content.checks import Case
 
 
 def cases():

@@ -2,7 +2,7 @@
 batches (values and gradients), the padding that must not be bootstrapped, a gradient inside the
 trust region, three iterations of the whole loop, and the training run's outcome."""
 
-from alignlings.practice.checks import Case, fresh
+from alignlings.content.checks import Case, fresh
 
 
 def cases():

@@ -1,0 +1,213 @@
+"""Job side of per-blank judging: run the learner's own file with each blank recorded.
+
+The grader locates each blank in the learner's file (``instrument.locate``, trusted side) and sends
+only positions: line and column spans in the learner's own file, never reference text. Here the
+file is parsed, each blank's expression is wrapped in two calls (``__alignlings_scope__`` records
+the values in scope just before the expression runs, ``__alignlings_value__`` its value) and the
+module is compiled with the learner's own line numbers, so tracebacks read as without recording.
+
+A record is plain data in ``values``' wire format: the blank, the case it ran under, the scope
+(tensors with their ``requires_grad``, numbers, strings, containers of them, allowlisted modules
+by name, anything else only by its type name) and the value or the error. The trusted side
+evaluates the reference fill on the scope and compares (``instrument.judge``). Recording is bounded:
+``MAX_OCCURRENCES`` per blank and case (a blank inside a loop), ``MAX_BYTES`` in all, ``MAX_NAMES``
+per scope.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Any
+
+from alignlings.grading import values
+
+SCOPE = "__alignlings_scope__"
+VALUE = "__alignlings_value__"
+MAX_OCCURRENCES = 32
+ALWAYS = 3
+"""Occurrences of one blank under one case (a blank inside a loop): the first ``ALWAYS`` are always
+recorded, then up to ``MAX_OCCURRENCES`` while that blank and case used less than ``KEY_BYTES``."""
+KEY_BYTES = 256 << 10
+MAX_BYTES = 8 << 20
+MAX_NAMES = 200
+MAX_ITEMS = 64
+MODULES = ("torch", "torch.nn", "torch.nn.functional", "math", "numpy", "torch.distributions")
+"""Modules a scope may name (``{"module": name}``); the trusted side imports them itself."""
+
+
+def _is_data(value: Any, depth: int = 0) -> bool:
+    if depth > 4:
+        return False
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return type(value) in (torch.Tensor, torch.nn.Parameter) and value.numel() <= 1 << 20
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return len(value) <= MAX_ITEMS and all(_is_data(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return len(value) <= MAX_ITEMS and all(isinstance(k, str) and _is_data(v, depth + 1)
+                                               for k, v in value.items())
+    return False
+
+
+def encode_item(value: Any) -> dict:
+    """One value of a scope (or a blank's value) as a record entry."""
+    torch = sys.modules.get("torch")
+    if isinstance(value, type(sys)):
+        name = getattr(value, "__name__", "")
+        return {"module": name} if name in MODULES else {"opaque": "module"}
+    if _is_data(value):
+        out: dict[str, Any] = {"v": values.encode(value)}
+        if torch is not None and isinstance(value, torch.Tensor) and value.requires_grad:
+            out["grad"] = True
+        return out
+    return {"opaque": type(value).__name__[:60]}
+
+
+def _size(entry: dict) -> int:
+    v = entry.get("v")
+    if isinstance(v, dict) and "npy" in v:
+        return len(v["npy"])
+    return 64 if not isinstance(v, (list, dict)) else 64 * (len(v) + 1)
+
+
+class Recorder:
+    """Collects records while the cases run; ``case`` is set by the case runner."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.case: str | None = None
+        self._counts: dict[tuple[int, str | None], int] = {}
+        self._bytes = 0
+        self._key_bytes: dict[tuple[int, str | None], int] = {}
+        self._leaves: dict[int, list[str]] = {}  # record -> the names of the scope's tensors with a gradient
+        self.exprs: dict[int, Any] = {}  # blank -> its expression compiled alone (for ``gradients``)
+
+    def scope(self, index: int) -> int:
+        """Record the caller's scope for blank ``index``; returns the record's number, or -1."""
+        key = (int(index), self.case)
+        n = self._counts.get(key, 0)
+        if n >= MAX_OCCURRENCES or self._bytes > MAX_BYTES or (
+                n >= ALWAYS and self._key_bytes.get(key, 0) > KEY_BYTES):
+            return -1
+        self._counts[key] = n + 1
+        frame = sys._getframe(1)
+        names: dict[str, Any] = {}
+        for ns in (frame.f_globals, frame.f_locals):
+            for name, v in list(ns.items())[:MAX_NAMES]:
+                if not name.startswith("__"):
+                    names[name] = v
+        scope = {name: encode_item(v) for name, v in names.items()}
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            scope["__torch_rng__"] = {"v": values.encode(torch.get_rng_state())}
+        size = sum(_size(e) for e in scope.values())
+        self._bytes += size
+        self._key_bytes[key] = self._key_bytes.get(key, 0) + size
+        self.records.append({"blank": int(index), "case": self.case, "scope": scope})
+        self._leaves[len(self.records) - 1] = [n for n in names if scope[n].get("grad")]
+        return len(self.records) - 1
+
+    def value(self, number: int, value: Any) -> Any:
+        if 0 <= number < len(self.records):
+            entry = encode_item(value)
+            self._bytes += _size(entry)
+            self.records[number]["value"] = entry
+            leaves = self._leaves.pop(number, [])
+            expr = self.exprs.get(self.records[number]["blank"])
+            if leaves and expr is not None:
+                vjp = self._again(expr, leaves, value, sys._getframe(1))
+                if vjp:
+                    self.records[number]["vjp"] = vjp
+        return value
+
+    @staticmethod
+    def _again(expr: Any, names: list[str], value: Any, frame: Any) -> dict:
+        """The blank's expression evaluated again with each gradient-carrying tensor of its scope
+        replaced by a fresh leaf of the same value (torch's random state kept), and its
+        ``gradients`` with respect to them: the trusted side evaluates the reference fill on the
+        same leaves, so the two are comparable even where the scope's tensors depend on each other."""
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(value, torch.Tensor) or not value.requires_grad:
+            return {}
+        ns = dict(frame.f_locals)
+        leaves = {}
+        for n in names:
+            t = ns.get(n, frame.f_globals.get(n))
+            if isinstance(t, torch.Tensor):
+                leaves[n] = torch.Tensor.clone(torch.Tensor.detach(t)).requires_grad_(True)
+        ns.update(leaves)
+        state = torch.get_rng_state()
+        try:
+            again = eval(expr, frame.f_globals, ns)  # noqa: S307 - the learner's own expression, in its job
+            return gradients(again, leaves)
+        except Exception:  # noqa: BLE001 - an expression that cannot run twice has no gradient record
+            return {}
+        finally:
+            torch.set_rng_state(state)
+
+    def end_case(self, error: str | None) -> None:
+        """Records of this case whose expression never returned get the case's error."""
+        for rec in self.records:
+            if rec["case"] == self.case and "value" not in rec and "error" not in rec:
+                rec["error"] = (error or "the blank's expression did not return")[:2000]
+
+
+def gradients(value: Any, leaves: dict[str, Any]) -> dict[str, Any]:
+    """The vector-Jacobian product of ``value`` with a fixed random vector (seed 0), with respect to
+    each tensor of ``leaves`` that carries a gradient: {name: encoded gradient, or None where the
+    value does not depend on it}. It tells a fill that detaches a branch from the right one when
+    their values agree. {} when the value carries no gradient."""
+    torch = sys.modules.get("torch")
+    if torch is None or not leaves or not isinstance(value, torch.Tensor) or not value.requires_grad \
+            or not value.is_floating_point():
+        return {}
+    names = [n for n, t in leaves.items() if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not names:
+        return {}
+    g = torch.Generator().manual_seed(0)
+    weights = torch.randn(tuple(value.shape), generator=g, dtype=torch.float64).to(value.dtype)
+    try:
+        grads = torch.autograd.grad(value, [leaves[n] for n in names], grad_outputs=weights,
+                                    retain_graph=True, allow_unused=True)
+    except RuntimeError:
+        return {}
+    return {n: (None if gr is None else values.encode(gr)) for n, gr in zip(names, grads)}
+
+
+class _Wrap(ast.NodeTransformer):
+    def __init__(self, sites: list[dict], recorder: Recorder | None = None):
+        self.sites = {(s["line"], s["col"], s["end_line"], s["end_col"]): int(s["index"]) for s in sites
+                      if s.get("kind") == "expr"}
+        self.done: set[int] = set()
+        self.recorder = recorder
+
+    def visit(self, node):
+        node = super().visit(node)
+        if isinstance(node, ast.expr):
+            key = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+            index = self.sites.get(key)
+            if index is not None and index not in self.done:
+                self.done.add(index)
+                if self.recorder is not None:
+                    alone = ast.fix_missing_locations(ast.Expression(body=node))
+                    self.recorder.exprs[index] = compile(alone, "exercise.py", "eval")
+                scope = ast.Call(ast.Name(SCOPE, ast.Load()), [ast.Constant(index)], [])
+                call = ast.Call(ast.Name(VALUE, ast.Load()), [scope, node], [])
+                return ast.copy_location(call, node)
+        return node
+
+
+def compile_recorded(code: str, sites: list[dict], filename: str = "exercise.py", recorder: Recorder | None = None):
+    """``code`` compiled with each expression blank of ``sites`` recorded (same line numbers)."""
+    tree = ast.parse(code, filename)
+    tree = _Wrap(sites, recorder).visit(tree)
+    ast.fix_missing_locations(tree)
+    return compile(tree, filename, "exec")
+
+
+def install(module_dict: dict, recorder: Recorder) -> None:
+    module_dict[SCOPE] = recorder.scope
+    module_dict[VALUE] = recorder.value
