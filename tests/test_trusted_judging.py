@@ -228,6 +228,28 @@ def test_the_toy_grpo_reference_still_trains(grader):
     assert verdict["passed"]
 
 
+TOY_DPO_FORGERY = TOY_GRPO_FORGERY  # the same file: toy DPO's training case also judged a reported P("a")
+
+
+def test_a_toy_dpo_file_that_replaces_the_case_functions_fails(grader):
+    """Issue 29 §1: toy DPO's training case passed on the P("a") the learner's process reported; it
+    now returns the policy's weights and P("a") is measured on the trusted side."""
+    verdict = grader.check("toy-dpo", TOY_DPO_FORGERY, run_main=False, variant=0)
+    training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
+    assert training["passed"] is False, training
+    assert not verdict["passed"]
+
+
+def test_the_toy_dpo_reference_still_trains(grader):
+    """The control: the reference's own weights, measured on the trusted side, pass."""
+    from alignlings.grading.grader import solution_for
+
+    verdict = grader.check("toy-dpo", solution_for(PACK.get("toy-dpo")), run_main=False, variant=0)
+    training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
+    assert training["passed"], training["message"]
+    assert verdict["passed"]
+
+
 def test_a_detached_fill_is_wrong_though_its_value_is_right(grader):
     """Values alone would call it right: the gradient recorded with each occurrence tells."""
     fills = list(ANSWERS)

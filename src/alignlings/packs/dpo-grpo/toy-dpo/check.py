@@ -2,7 +2,8 @@
 
 Unit cases build their own seeded models (passed in, or installed as the module globals policy,
 ref and opt that train reads), so they depend neither on what ran before them nor on the order in
-which a learner's code draws random numbers. The training case judges the outcome itself.
+which a learner's code draws random numbers. The training case returns the
+trained policy's weights; P("a") is measured from them on the trusted side.
 """
 
 from alignlings.content.checks import Case
@@ -15,7 +16,7 @@ def cases():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    BOS = 9
+    BOS, TARGET = 9, 0
     config = GPT2Config(vocab_size=10, n_positions=4, n_embd=16, n_layer=1, n_head=2,
                         bos_token_id=BOS, eos_token_id=BOS, use_cache=False)
 
@@ -109,10 +110,22 @@ def cases():
 
     @one_thread
     def training(m):
+        """The trained policy's weights, as data: P("a") is measured from them on the trusted side
+        (``trained``), never taken from the learner's process."""
         install(m, 0)
-        return float(m.train()[-1])
+        m.train()
+        return {k: v.detach().clone() for k, v in m.policy.state_dict().items()}
 
-    def trained(p):
+    def trained(state):
+        net = GPT2LMHeadModel(config).eval()
+        if not isinstance(state, dict):
+            return False, f"training returned a {type(state).__name__}, not the policy's weights"
+        try:
+            net.load_state_dict(state)
+        except (RuntimeError, TypeError, KeyError) as exc:
+            return False, f"the policy's weights do not fit the exercise's model: {str(exc)[:200]}"
+        with torch.no_grad():
+            p = net(torch.tensor([[BOS]])).logits[0, -1].softmax(-1)[TARGET].item()
         return p >= 0.9, f'P("a") = {p:.3f} after 40 steps; it should end above 0.90'
 
     return [
