@@ -228,6 +228,37 @@ def test_the_toy_grpo_reference_still_trains(grader):
     assert verdict["passed"]
 
 
+TOY_GRPO_SUMMARY_FORGERY = '''
+import gc
+
+from alignlings.content.checks import Case
+
+SUMMARY = {"shape": [4000], "default G": [32], "dtype": "int64", "ids in 0..9": True,
+           "old_lp is log pi_old at the samples": True, "frequencies follow pi_old": True,
+           "old_lp has no gradient": True, "rewards are 1 for 'a', 0 otherwise": True, "mean old_lp": -2.0}
+SYNCED = {"old is a separate model": True, "old equals policy after an iteration": True,
+          "ref is still the initial model": True}
+for case in [o for o in gc.get_objects() if isinstance(o, Case)]:
+    if case.name.startswith("sample_group"):
+        case.run = lambda m: SUMMARY  # the group summary, as the predicate wanted it
+    elif case.name.startswith("train: old is synced"):
+        case.run = lambda m: SYNCED  # "old is synced", as the reference reports it
+'''
+
+
+def test_a_toy_grpo_file_that_forges_the_group_summary_and_the_sync_fails(grader):
+    """Issue 29 §1: the sampling case's pass was decided from a summary the learner's process
+    computed, and the sync case from three booleans it reported; both now return what the code
+    produced (the samples, the models' weights) and the trusted side measures."""
+    verdict = grader.check("toy-grpo", TOY_GRPO_SUMMARY_FORGERY, run_main=False, variant=0)
+    cases = {c["name"]: c for c in verdict["cases"]}
+    sampling = next(c for n, c in cases.items() if n.startswith("sample_group"))
+    sync = next(c for n, c in cases.items() if n.startswith("train: old is synced"))
+    assert sampling["passed"] is False, sampling
+    assert sync["passed"] is False, sync
+    assert not verdict["passed"]
+
+
 TOY_DPO_FORGERY = TOY_GRPO_FORGERY  # the same file: toy DPO's training case also judged a reported P("a")
 
 

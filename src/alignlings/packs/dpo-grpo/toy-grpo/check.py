@@ -2,7 +2,10 @@
 
 Unit cases install their own seeded models into the learner's module (the functions read the
 module globals policy, ref, old and opt), so they do not depend on what ran before them, nor on the
-order in which a learner's code draws random numbers. The training case judges the outcome itself.
+order in which a learner's code draws random numbers. The sampling, sync and training cases return
+what the learner's code produced as data (the samples and log-probs, the models' weights); their
+predicates measure it on the trusted side, so a file that replaces these functions from its own
+module reports nothing that passes.
 A whole file in the original page's form runs its 40-iteration loop at module level and defines no
 train(): the sync and training cases then inspect the models that loop trained on import.
 """
@@ -13,6 +16,7 @@ from alignlings.content.checks import Case
 def cases():
     import copy
     import functools
+    import types
 
     import torch
     import torch.nn.functional as F
@@ -68,13 +72,34 @@ def cases():
         with torch.no_grad():
             return F.log_softmax(model(prompt).logits[0, -1], dim=-1)  # [V]
 
+    def old_for_sampling():
+        ns = types.SimpleNamespace()
+        install(ns, 11, old_noise=0.6, policy_noise=0.0)
+        return ns.old
+
+    def plain(x):
+        return x.detach() if torch.is_tensor(x) else x
+
     @one_thread
     def sampling(m):
+        """What sample_group returned, as data: the summary (shapes, frequencies, log-probs) is
+        measured from it on the trusted side (``sampling_ok``), never taken from the learner's process."""
         install(m, 11, old_noise=0.6, policy_noise=0.0)
-        old_lp_all = logprobs(m.old)
         torch.manual_seed(1)
         samples, old_lp, rewards = m.sample_group(m.old, G=4000)
         default_samples = m.sample_group(m.old)[0]
+        # whether a tensor carries a gradient is not part of the wire format: reported as a fact
+        return {"samples": plain(samples), "old_lp": plain(old_lp), "rewards": plain(rewards),
+                "default samples": plain(default_samples),
+                "old_lp has no gradient": not getattr(old_lp, "requires_grad", False)}
+
+    def summarise(data):
+        samples, old_lp, rewards = data["samples"], data["old_lp"], data["rewards"]
+        default_samples = data["default samples"]
+        old_lp_all = logprobs(old_for_sampling())
+        tensors = torch.is_tensor(samples) and torch.is_tensor(old_lp) and torch.is_tensor(default_samples)
+        if not tensors:
+            raise TypeError("sample_group must return tensors (samples, old_lp, rewards)")
         summary = {"shape": list(samples.shape), "default G": list(default_samples.shape),
                    "dtype": str(samples.dtype).replace("torch.", "")}
         ok_ids = samples.dtype == torch.int64 and samples.dim() == 1 and bool(((samples >= 0) & (samples < 10)).all())
@@ -83,15 +108,17 @@ def cases():
             ok_ids and old_lp.shape == samples.shape and torch.allclose(old_lp, old_lp_all[samples], atol=1e-5))
         freq = torch.bincount(samples.flatten().clamp(0, 9), minlength=10).float() / max(samples.numel(), 1)
         summary["frequencies follow pi_old"] = bool((freq - old_lp_all.exp()).abs().max() < 0.04)
-        summary["old_lp has no gradient"] = not old_lp.requires_grad
+        summary["old_lp has no gradient"] = data["old_lp has no gradient"] is True
         summary["rewards are 1 for 'a', 0 otherwise"] = bool(
             ok_ids and torch.is_tensor(rewards) and rewards.shape == samples.shape
             and torch.equal(rewards.float(), (samples == TARGET).float()))
-        # not judged (it depends on the draws); it tells apart wrong fills that fail the same way
-        summary["mean old_lp"] = round(float(old_lp.float().mean()), 4)
         return summary
 
-    def sampling_ok(summary):
+    def sampling_ok(data):
+        if not isinstance(data, dict) or set(data) != {"samples", "old_lp", "rewards", "default samples",
+                                                        "old_lp has no gradient"}:
+            return False, "the sampling case returned something other than sample_group's outputs"
+        summary = summarise(data)
         wrong = [k for k, v in summary.items() if v is False]
         if summary["shape"] != [4000]:
             wrong.append(f"shape {summary['shape']} for G=4000")
@@ -140,21 +167,46 @@ def cases():
                                for p in m.policy.parameters()))
         return tuple(largest)
 
+    def weights(model):
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
     @one_thread
     def sync(m):
+        """The three models' weights after one iteration, as data: whether old was synced and ref kept
+        is measured from them on the trusted side (``synced``), never taken from the learner's process.
+        Whether old is a separate object is not in the weights: it is reported as a fact."""
         if trained_at_import(m):  # the loop ran at import: inspect the models it left
             policy, old, ref = imported_models(m)
-            states = [x.state_dict().values() for x in (policy, old, ref)]
-            return {"old is a separate model": old is not policy,
-                    "old equals policy after an iteration": all(torch.equal(a, b) for a, b in zip(states[0], states[1])),
-                    "ref is still the initial model": not all(torch.equal(a, b) for a, b in zip(states[0], states[2]))}
-        install(m, 41)
-        ref_before = copy.deepcopy(m.ref.state_dict())
-        m.train(iterations=1)
-        same = all(torch.equal(a, b) for a, b in zip(m.old.state_dict().values(), m.policy.state_dict().values()))
-        ref_kept = all(torch.equal(a, b) for a, b in zip(m.ref.state_dict().values(), ref_before.values()))
-        return {"old is a separate model": m.old is not m.policy, "old equals policy after an iteration": same,
-                "ref is still the initial model": ref_kept}
+        else:
+            install(m, 41)
+            m.train(iterations=1)
+            policy, old, ref = m.policy, m.old, m.ref
+        return {"trained at import": trained_at_import(m), "old is a separate model": old is not policy,
+                "policy": weights(policy), "old": weights(old), "ref": weights(ref)}
+
+    def same(a, b):
+        return set(a) == set(b) and all(torch.is_tensor(a[k]) and torch.is_tensor(b[k]) and a[k].shape == b[k].shape
+                                        and torch.equal(a[k], b[k]) for k in a)
+
+    def synced(data):
+        keys = {"trained at import", "old is a separate model", "policy", "old", "ref"}
+        if not isinstance(data, dict) or set(data) != keys or not all(
+                isinstance(data[k], dict) for k in ("policy", "old", "ref")):
+            return False, "the sync case returned something other than the three models' weights"
+        expected = set(weights(GPT2LMHeadModel(config)))
+        if any(set(data[k]) != expected for k in ("policy", "old", "ref")):
+            return False, "the models' weights do not fit the exercise's model"
+        if data["trained at import"] is True:  # the page's own models: ref was never trained if it differs
+            ref_kept = not same(data["policy"], data["ref"])
+        else:
+            ns = types.SimpleNamespace()
+            install(ns, 41)
+            ref_kept = same(data["ref"], weights(ns.ref))
+        checks = {"old is a separate model": data["old is a separate model"] is True,
+                  "old equals policy after an iteration": same(data["old"], data["policy"]),
+                  "ref is still the initial model": ref_kept}
+        wrong = [k for k, v in checks.items() if not v]
+        return not wrong, "; ".join(f"{w}: no" for w in wrong)
 
     @one_thread
     def training(m):
@@ -201,6 +253,6 @@ def cases():
             "zh": "当 A > 0 且 ratio = e > 1.2，或 A < 0 且 ratio = 1/e < 0.8 时，min 选中裁剪项，而它是常数："
                   "梯度必须恰好为 0（这里 kl_coef = 0）。",
         }),
-        Case("train: old is synced from policy after each iteration", "visible", sync, label={"zh": "train：每次迭代后 old 从 policy 同步"}),
+        Case("train: old is synced from policy after each iteration", "visible", sync, expect=synced, label={"zh": "train：每次迭代后 old 从 policy 同步"}),
         Case("training: P('a') after 40 iterations", "visible", training, label={"zh": "训练：40 次迭代后的 P('a')"}, expect=trained, scope="full"),
     ]
