@@ -281,6 +281,37 @@ def test_the_toy_dpo_reference_still_trains(grader):
     assert verdict["passed"]
 
 
+TOY_PPO_FORGERY = '''
+import gc
+
+from alignlings.content.checks import Case
+
+for case in [o for o in gc.get_objects() if isinstance(o, Case)]:
+    if case.name.startswith("training"):
+        case.run = lambda m: (0.99, 0.99, 0.7, 0.7)  # P("aaaa"), the score, the critic and its target
+'''
+
+
+def test_a_toy_ppo_file_that_replaces_the_case_functions_fails(grader):
+    """Issue 29 §1: toy PPO's training case passed on P("aaaa"), the score and the critic's numbers the
+    learner's process reported; it now returns the policy's and the critic's weights and the trusted
+    side measures them on fresh batches."""
+    verdict = grader.check("toy-ppo", TOY_PPO_FORGERY, run_main=False, variant=0)
+    training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
+    assert training["passed"] is False, training
+    assert not verdict["passed"]
+
+
+def test_the_toy_ppo_reference_still_trains(grader):
+    """The control: the reference's own weights, measured on the trusted side, pass."""
+    from alignlings.grading.grader import solution_for
+
+    verdict = grader.check("toy-ppo", solution_for(PACK.get("toy-ppo")), run_main=False, variant=0)
+    training = next(c for c in verdict["cases"] if c["name"].startswith("training"))
+    assert training["passed"], training["message"]
+    assert verdict["passed"]
+
+
 def test_a_detached_fill_is_wrong_though_its_value_is_right(grader):
     """Values alone would call it right: the gradient recorded with each occurrence tells."""
     fills = list(ANSWERS)

@@ -111,17 +111,104 @@ def cases():
 
     @one_thread
     def training(m):
-        history = m.train()
-        tail = {k: sum(float(x) for x in history[k][-5:]) / 5 for k in ("score", "value", "lambda_return")}
-        return float(history["p_aaaa"][-1]), tail["score"], tail["value"], tail["lambda_return"]
+        """The trained policy's and critic's weights, as data: P("aaaa"), the score and the critic are
+        measured from them on the trusted side (``trained``), never taken from the learner's process.
+        train keeps its models local: the policy is the one it hands sample_responses, the critic the
+        instance of the module's Critic it builds."""
+        seen = {}
+        sample_responses, critic_class = m.sample_responses, m.Critic
 
-    def trained(v):
+        def recorded_sampling(policy, *args, **kwargs):
+            seen["policy"] = policy
+            return sample_responses(policy, *args, **kwargs)
+
+        class RecordedCritic(critic_class):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                seen["critic"] = self
+
+        m.sample_responses, m.Critic = recorded_sampling, RecordedCritic
+        try:
+            m.train()
+        finally:
+            m.sample_responses, m.Critic = sample_responses, critic_class
+        if "policy" not in seen or "critic" not in seen:
+            raise RuntimeError("train did not sample with sample_responses or build a Critic")
+        return {name: {k: v.detach().clone() for k, v in seen[name].state_dict().items()}
+                for name in ("policy", "critic")}
+
+    def measure(state, batches=5, batch_size=64):
+        """P("aaaa") of the trained policy; on fresh batches of its responses, their mean score and the
+        critic's mean prediction against the lambda-return it should predict (the pack's own token
+        log-probs, KL-shaped rewards and GAE, with the reference train starts from: seed 0)."""
+        from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
+
+        V, BOS, TARGET, L = 10, 9, 0, 4
+        config = GPT2Config(vocab_size=V, n_positions=1 + L, n_embd=16, n_layer=1, n_head=2, bos_token_id=BOS,
+                            eos_token_id=BOS)
+
+        class Critic(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = GPT2Model(config)
+                self.head = torch.nn.Linear(config.n_embd, 1)
+
+            def forward(self, input_ids):
+                return self.head(self.body(input_ids=input_ids).last_hidden_state).squeeze(-1)
+
+        def logprobs(logits, ids):
+            return torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+        torch.manual_seed(0)
+        ref = GPT2LMHeadModel(config).eval()
+        policy, critic = GPT2LMHeadModel(config).eval(), Critic().eval()
+        policy.load_state_dict(state["policy"])
+        critic.load_state_dict(state["critic"])
+        g = torch.Generator().manual_seed(12345)
+        scores_all, value_sum, return_sum, tokens = [], 0.0, 0.0, 0.0
+        with torch.no_grad():
+            aaaa = torch.tensor([[BOS] + [TARGET] * L])
+            p = logprobs(policy(input_ids=aaaa).logits, aaaa).sum().exp().item()
+            for _ in range(batches):
+                ids = torch.full((batch_size, 1), BOS)
+                for _ in range(L):
+                    probs = policy(input_ids=ids).logits[:, -1].softmax(-1)
+                    ids = torch.cat([ids, torch.multinomial(probs, 1, generator=g)], dim=1)
+                is_eos = (ids[:, 1:] == BOS).long()
+                mask = ((is_eos.cumsum(-1) - is_eos) == 0).float()
+                logps = logprobs(policy(input_ids=ids).logits, ids)
+                ref_logps = logprobs(ref(input_ids=ids).logits, ids)
+                values = critic(ids)[:, :-1] * mask
+                scores = ((ids[:, 1:] == TARGET).float() * mask).sum(-1) / L
+                rewards = -0.05 * (logps - ref_logps) * mask
+                last = torch.where(mask > 0, torch.arange(L).expand_as(mask), -1).max(dim=1).values
+                rewards[torch.arange(batch_size), last] += scores
+                next_value, last_gae, advantages = torch.zeros(batch_size), torch.zeros(batch_size), []
+                for t in reversed(range(L)):
+                    delta = rewards[:, t] + next_value - values[:, t]
+                    last_gae = (delta + 0.95 * last_gae) * mask[:, t]
+                    next_value = values[:, t]
+                    advantages.append(last_gae)
+                advantages = torch.stack(advantages[::-1], dim=1)
+                scores_all.append(scores.mean().item())
+                value_sum += values.sum().item()
+                return_sum += ((advantages + values) * mask).sum().item()
+                tokens += mask.sum().item()
+        return p, sum(scores_all) / len(scores_all), value_sum / tokens, return_sum / tokens
+
+    def trained(state):
+        if not isinstance(state, dict) or set(state) != {"policy", "critic"} or not all(
+                isinstance(state[k], dict) for k in state):
+            return False, "training returned something other than the policy's and the critic's weights"
+        try:
+            p, score, value, target = measure(state)
+        except (RuntimeError, TypeError, KeyError) as exc:
+            return False, f"the weights do not fit the exercise's models: {str(exc)[:200]}"
         # the critic must have learned the lambda-returns too: the task is solved even with a critic trained on
         # the advantages (its predictions settle near half the lambda-returns), so p and the score prove nothing there
-        p, score, value, target = v
         critic_ok = abs(value - target) <= 0.15 * abs(target) + 0.02
         return p >= 0.75 and score >= 0.9 and critic_ok, (
-            f'P("aaaa") = {p:.3f} and a mean score of {score:.3f} over the last 5 batches after 40 iterations '
+            f'P("aaaa") = {p:.3f} and a mean score of {score:.3f} on 5 fresh batches after 40 iterations '
             f"(they should end above 0.75 and 0.90); the critic predicts {value:.3f} on average where the "
             f"lambda-return averages {target:.3f} (they should agree within 15%)")
 
