@@ -473,6 +473,64 @@ def test_web_rate_re_rates_the_right_answer_just_given(client):
     assert refused.status_code == 422 and "wrong" in refused.text
 
 
+# -- "hard after a hint": the server knows which hints it served (issue 30 §1) --------------------
+
+CLOZE_RIGHT = {"12:4": "loss", "12:11": "-", "12:12": "F", "12:14": "logsigmoid", "12:25": "margin", "12:33": "mean"}
+
+
+def test_web_rates_hard_after_a_hint_it_served_whatever_the_client_says(client):
+    items = {i["item"]: i for i in client.get("/api/review/queue").json()["items"]}
+    cloze, quiz = items[KEYS["cloze"]], items[KEYS["quiz"]]
+    assert cloze["has_hint"] and "hints" not in cloze and "hint" not in cloze  # served only on request
+    assert not quiz["has_hint"]
+    hint = client.post("/api/review/hint", json={"item": KEYS["cloze"], "pack": PACK})
+    assert hint.status_code == 200 and hint.json()["hints"] == ["l", "-", "F", "l", "m", "m"]
+    assert hint.json()["recorded"]
+    # a client that says it took no hint is still rated Hard ...
+    res = client.post("/api/review/answer", json={"item": KEYS["cloze"], "pack": PACK, "answer": CLOZE_RIGHT,
+                                                  "hinted": False}).json()
+    assert res["result"]["correct"] and res["schedule"]["rating"] == "hard"
+    # ... one that says it took a hint it was never served is rated Good (a quiz item has none)
+    assert client.post("/api/review/hint", json={"item": KEYS["quiz"], "pack": PACK}).status_code == 422
+    right = next(q.answer for q in load_pack().get("concepts").quiz if q.id == "bt-probability")
+    res = client.post("/api/review/answer", json={"item": KEYS["quiz"], "pack": PACK, "answer": right,
+                                                  "hinted": True}).json()
+    assert res["result"]["correct"] and res["schedule"]["rating"] == "good"
+    assert client.post("/api/review/hint", json={"item": "cloze/nope/1", "pack": PACK}).status_code == 404
+
+
+def test_a_hint_counts_for_the_review_it_was_served_in_only(tmp_path, pack):
+    from alignlings.practice.session import Practice
+
+    store = ProgressStore(tmp_path / "p.sqlite3")
+    seed_history(store)
+    grader = _WrongGrader()  # exact tokens: the sandbox is never asked
+    grader.pack = pack
+    practice = Practice(store, pack, grader, clock=rv.FixedClock(T0 + timedelta(days=3)))
+    assert practice.review_hint(PACK, KEYS["cloze"]).hints[0] == "l"
+    first = practice.review_answer(PACK, KEYS["cloze"], CLOZE_RIGHT)
+    assert first.rating == "hard"
+    # the next review of the same item, without a hint: Good (the hint was for the review before)
+    later = Practice(store, pack, grader, clock=rv.FixedClock(rv._utc(first.schedule["due"]) + timedelta(hours=1)))
+    assert later.review_answer(PACK, KEYS["cloze"], CLOZE_RIGHT).rating == "good"
+    store.close()
+
+
+def test_cli_rates_hard_after_a_hint_served_by_the_session(monkeypatch):
+    t = T0.isoformat()
+    with ProgressStore() as store:
+        store.import_({"format": "alignlings-progress", "version": 2, "cloze": [
+            {"uuid": _u(), "pack": PACK, "snippet": "dpo-loss", "key": k, "token": tok, "correct": True,
+             "created_at": t} for k, tok in CLOZE_RIGHT.items()]})
+    monkeypatch.setattr(rv, "CLOCK", rv.FixedClock(T0 + timedelta(days=3)))
+    tokens = list(CLOZE_RIGHT.values())
+    out = _cli(["review", "--lang", "en"], "?\n" + "\n".join(tokens) + "\n\n")
+    assert out.exit_code == 0, out.output
+    assert "Hint: starts with 'l'" in out.output and "Rated hard" in out.output
+    with ProgressStore() as store:
+        assert store.review_log(pack=PACK, item=KEYS["cloze"])[-1]["rating"] == rv.HARD
+
+
 # -- the Review page in a real browser, keyboard only ----------------------------------------------
 
 @pytest.mark.browser

@@ -301,14 +301,16 @@ def test_web_queue_and_answer_a_bug_drill(client):
     bug = next(i for i in data["items"] if i["form"] == "bug")
     assert bug["item"] == f"bug/{BUG}" and bug["pack"] == DRILLS and bug["kind"] == "bug"
     assert bug["source"].splitlines()[25].strip().startswith("labels[labels == pad_token_id]")
-    assert bug["statement_html"].startswith("<") and bug["hint"]
+    assert bug["statement_html"].startswith("<") and bug["has_hint"] and "hint" not in bug  # served on request
+    hint = client.post("/api/review/hint?lang=zh", json={"item": bug["item"], "pack": DRILLS})
+    assert hint.status_code == 200 and hint.json()["hints"][0]
     assert any(i["form"] == "quiz" and i["item"].startswith(f"quiz/{BON}:") for i in data["items"])
     fixed = bug["source"].replace("labels[labels == pad_token_id]", "labels[attention_mask == 0]")
     res = client.post("/api/review/answer?lang=en", json={"item": bug["item"], "pack": DRILLS, "answer": fixed,
                                                           "seconds": 300})
     assert res.status_code == 200, res.text
     body = res.json()
-    assert body["result"]["correct"] and body["result"]["story_html"] and body["schedule"]["rating"] == "good"
+    assert body["result"]["correct"] and body["result"]["story_html"] and body["schedule"]["rating"] == "hard"
     too_long = client.post("/api/review/answer", json={"item": bug["item"], "pack": DRILLS,
                                                        "answer": "x" * (rv.MAX_FILE_CHARS + 1)})
     assert too_long.status_code == 422 and "answer" in too_long.text

@@ -142,8 +142,8 @@ def test_review_rate_re_rates_only_the_right_answer_just_given(tmp_path):
     with pytest.raises(UsageError) as err:
         practice.review_rate(QUIZ.pack, a, "again")
     assert err.value.argument == "rating"
-    # after a hint the answer is Hard; another item answered since: the first is no longer "just answered"
-    assert practice.review_answer(QUIZ.pack, b, questions[1].answer, hinted=True).rating == "hard"
+    # another item answered since: the first is no longer "just answered"
+    assert practice.review_answer(QUIZ.pack, b, questions[1].answer).rating == "good"
     with pytest.raises(UsageError, match="just reviewed") as err:
         practice.review_rate(QUIZ.pack, a, "easy")
     assert err.value.argument == "item"

@@ -12,6 +12,7 @@ easy (the same review re-rated), Enter keeps it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -90,11 +91,10 @@ def review(
             shown = prompt.shown
             out.print(f"\n[bold]{escape(m('header', lang, i=i, n=len(queue), kind=m('kind_' + shown.kind, lang), title=shown.title))}[/]")
             started = time.monotonic()
-            answer, hinted = ask(out, shown, lang)
+            answer = ask(out, shown, lang, _hints(practice, shown, lang))
             seconds = time.monotonic() - started
             with usage():
-                done = practice.review_answer(shown.pack, shown.item, answer, seconds=seconds, hinted=hinted,
-                                              lang=lang)
+                done = practice.review_answer(shown.pack, shown.item, answer, seconds=seconds, lang=lang)
             right += done.result["correct"]
             _feedback(out, shown, done.result, lang)
             if done.schedule is None:
@@ -131,17 +131,26 @@ def _rerate(out, practice, shown, schedule: dict, rating: str, lang: str) -> tup
     return rated.schedule, rated.rating
 
 
-def ask(out, shown, lang: str) -> tuple[Any, bool]:
-    """Ask one review item as its prompt's type says; returns the answer and whether a hint was shown."""
+def _hints(practice, shown, lang: str) -> Callable[[], list[str]]:
+    """The item's hint, asked of the session (which records it: a right answer is then Hard)."""
+    def hints() -> list[str]:
+        with usage():
+            return practice.review_hint(shown.pack, shown.item, lang=lang).hints
+    return hints
+
+
+def ask(out, shown, lang: str, hints: Callable[[], list[str]]) -> Any:
+    """Ask one review item as its prompt's type says and return the answer; ``?`` shows the hint
+    that ``hints`` serves (the session records it)."""
     from alignlings.practice import review as rv
 
     if isinstance(shown, rv.QuizPrompt):
-        return _ask_quiz(out, shown, lang), False
+        return _ask_quiz(out, shown, lang)
     if isinstance(shown, rv.ClozePrompt):
-        return _ask_cloze(out, shown, lang)
+        return _ask_cloze(out, shown, lang, hints)
     if isinstance(shown, rv.BugPrompt):
-        return _ask_bug(out, shown, lang)
-    return _ask_blank(out, shown, lang)
+        return _ask_bug(out, shown, lang, hints)
+    return _ask_blank(out, shown, lang, hints)
 
 
 def _ask_quiz(out, shown, lang: str) -> int:
@@ -160,7 +169,7 @@ def _ask_quiz(out, shown, lang: str) -> int:
         out.print(m("bad_letter", lang, last=last))
 
 
-def _ask_cloze(out, shown, lang: str) -> tuple[dict, bool]:
+def _ask_cloze(out, shown, lang: str, hints: Callable[[], list[str]]) -> dict:
     from rich.syntax import Syntax
 
     from alignlings.practice import cloze as cz
@@ -169,19 +178,19 @@ def _ask_cloze(out, shown, lang: str) -> tuple[dict, bool]:
     numbered = {p.key: f"[{i}]" for i, p in enumerate(masked, start=1)}
     out.print(Syntax(cz.render(shown.source, masked, numbered), "python", word_wrap=True,
                      highlight_lines={shown.line}))
-    answers, hinted = {}, False
+    answers: dict[str, str] = {}
     for i, p in enumerate(masked, start=1):
         while True:
             text = typer.prompt(m("token", lang, n=i), default="", show_default=False).strip()
             if text != "?":
                 break
-            hinted = True
-            out.print(m("hint", lang, text=m("starts_with", lang, c=p.token[0])))
+            first = hints()  # one per masked token, in order
+            out.print(m("hint", lang, text=m("starts_with", lang, c=first[i - 1] if i <= len(first) else "?")))
         answers[p.key] = text
-    return answers, hinted
+    return answers
 
 
-def _ask_blank(out, shown, lang: str) -> tuple[str, bool]:
+def _ask_blank(out, shown, lang: str, hints: Callable[[], list[str]]) -> str:
     from rich.markup import escape
     from rich.syntax import Syntax
 
@@ -190,14 +199,12 @@ def _ask_blank(out, shown, lang: str) -> tuple[str, bool]:
         out.print(escape(m("todo", lang, n=shown.blank, text=shown.todo)))
     if shown.variant == "fix":  # the misconceived fill is in the blank: correct it
         out.print(escape(m("fix_variant", lang, n=shown.blank, fill=shown.prefill)))
-    hinted = False
     while True:
         text = typer.prompt(m("fill", lang, n=shown.blank), default=shown.prefill or "",
                             show_default=False).strip()
         if text != "?":
-            return text, hinted
-        hinted = True
-        out.print(escape(m("hint", lang, text=shown.hint)) if shown.hint else m("no_hint", lang))
+            return text
+        out.print(escape(m("hint", lang, text=hints()[0])) if shown.hint else m("no_hint", lang))
 
 
 def _indent_like(text: str, line: str) -> str:
@@ -227,7 +234,7 @@ def edit_lines(lines: list[str], command: str, text: str | None) -> list[str]:
     return out
 
 
-def _ask_bug(out, shown, lang: str) -> tuple[str, bool]:
+def _ask_bug(out, shown, lang: str, hints: Callable[[], list[str]]) -> str:
     from rich.markdown import Markdown
     from rich.markup import escape
     from rich.syntax import Syntax
@@ -235,17 +242,16 @@ def _ask_bug(out, shown, lang: str) -> tuple[str, bool]:
     if shown.statement:
         out.print(Markdown(shown.statement))
     lines = shown.source.splitlines()
-    hinted, changed = False, True
+    changed = True
     while True:
         if changed:
             out.print(Syntax("\n".join(lines), "python", line_numbers=True, word_wrap=True))
             changed = False
         command = typer.prompt(m("bug_edit", lang, n=len(lines)), default="", show_default=False).strip()
         if not command:
-            return "\n".join(lines) + "\n", hinted
+            return "\n".join(lines) + "\n"
         if command == "?":
-            hinted = True
-            out.print(escape(m("hint", lang, text=shown.hint)))
+            out.print(escape(m("hint", lang, text=hints()[0])) if shown.hint else m("no_hint", lang))
             continue
         if command.lower() == "e":
             edited = typer.edit("\n".join(lines) + "\n", extension=".py", require_save=False)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from alignlings import i18n
+from alignlings.content.mathtext import math_spans
 from alignlings.cli.common import (ExerciseId, LangOption, PackOption, UsageError, console, get_exercise, load,
                                    resolve_lang)
 
@@ -39,33 +40,6 @@ def _latex_converter():
     return LatexNodes2Text(latex_context=db, math_mode="text", strict_latex_spaces=False)
 
 
-def _math_spans(text: str):
-    """(start, end, latex, display) of each ``$...$`` / ``$$...$$`` outside backtick code spans."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "`":
-            run = len(text[i:]) - len(text[i:].lstrip("`"))
-            end = text.find("`" * run, i + run)
-            if end == -1:
-                return
-            i = end + run
-        elif c == "\\" and text.startswith("$", i + 1):
-            i += 2
-        elif c == "$":
-            delim = "$$" if text.startswith("$$", i) else "$"
-            end = text.find(delim, i + len(delim))
-            body = text[i + len(delim):end] if end != -1 else ""
-            if end == -1 or not body.strip() or (delim == "$" and ("\n\n" in body or body[:1].isspace()
-                                                                  or body[-1:].isspace())):
-                i += 1
-                continue
-            yield i, end + len(delim), body, delim == "$$"
-            i = end + len(delim)
-        else:
-            i += 1
-
-
 _OPERATOR_NAME = re.compile(r"(?<=[^\s(\[{|/^_-])(?=(?:log|exp|min|max|ln) )")
 
 
@@ -83,11 +57,14 @@ def latex_to_text(text: str) -> str:
     becomes ``π_θ``; a display formula goes on its own indented line. Code spans and prose are
     left as they are. The result is meant for a code span or plain text (its ``_`` are literal)."""
     out, last = [], 0
-    for start, end, latex, display in _math_spans(text):
-        plain = _formula(latex)
-        out.append(text[last:start])
-        out.append(f"\n\n    {plain}\n\n" if display else plain)
-        last = end
+    for span in math_spans(text):
+        out.append(text[last:span.start])
+        if span.latex is None:  # an escaped dollar
+            out.append("$")
+        else:
+            plain = _formula(span.latex)
+            out.append(f"\n\n    {plain}\n\n" if span.display else plain)
+        last = span.end
     out.append(text[last:])
     return "".join(out)
 
@@ -95,11 +72,14 @@ def latex_to_text(text: str) -> str:
 def _markdown_safe(text: str) -> str:
     """Formulas as Unicode inside code spans, so that Markdown cannot eat their underscores."""
     out, last = [], 0
-    for start, end, latex, display in _math_spans(text):
-        plain = _formula(latex).replace("`", "'")
-        out.append(text[last:start])
-        out.append(f"\n\n```text\n{plain}\n```\n\n" if display else f"`{plain}`")
-        last = end
+    for span in math_spans(text):
+        out.append(text[last:span.start])
+        if span.latex is None:  # an escaped dollar, kept escaped for Markdown
+            out.append("\\$")
+        else:
+            plain = _formula(span.latex).replace("`", "'")
+            out.append(f"\n\n```text\n{plain}\n```\n\n" if span.display else f"`{plain}`")
+        last = span.end
     out.append(text[last:])
     return "".join(out)
 

@@ -330,6 +330,13 @@ class ReviewAnswer(_Result):
 
 
 @dataclass
+class ReviewHint(_Result):
+    item: str
+    hints: list[str]  # a cloze item: the first character of each masked token; others: the one hint
+    recorded: bool  # False when the store could not keep it (this session still knows it)
+
+
+@dataclass
 class ReviewRated(_Result):
     item: str
     rating: str  # hard, good, easy
@@ -372,6 +379,11 @@ def quiz_round_key(ex: Exercise) -> str:
     return f"quiz_round/{ex.pack}/{ex.id}"
 
 
+def review_hint_key(pack_id: str, item_key: str) -> str:
+    """The setting that says a hint was served for a review item, and for which of its reviews."""
+    return f"review_hint/{pack_id}/{item_key}"
+
+
 def cloze_draws_key(ex: Exercise) -> str:
     """The setting that keeps the cloze draws issued to this learner (the latest few, server-side)."""
     return f"cloze_draws/{ex.pack}/{ex.id}"
@@ -410,6 +422,7 @@ class Practice(InterviewMixin):
         self._unrecorded_answers: dict[tuple[str, str, str], dict] = {}  # (pack, exercise, question)
         self._unrecorded_starts: dict[tuple[str, str], str] = {}
         self._unrecorded_draws: dict[tuple[str, str], list[dict]] = {}  # cloze draws the store did not keep
+        self._unrecorded_review_hints: dict[str, dict] = {}  # review hints served the store did not keep
 
     def grader(self):
         if self._grader is None:
@@ -953,9 +966,46 @@ class Practice(InterviewMixin):
             raise UsageError("item", f"item: {pack_id}/{key} is not an item you have met yet", missing=True)
         return item
 
+    def _review_due(self, item) -> str | None:
+        """The item's current due time (None before its first review): names one review of it."""
+        state = self._read("review states", lambda: self.store.review_states(pack=item.pack), {}).get(item.key)
+        return state["due"] if state else None
+
+    def review_hint(self, pack_id: str, key: str, *, lang: str = "en") -> ReviewHint:
+        """The hint of a review item the learner has met, served here so that the server knows it
+        was shown: it is recorded (keyed by the item and its current due time, so it counts for
+        this review only) and :meth:`review_answer` then rates a right answer Hard. Refused for an
+        item without a hint (quiz and predict questions, level files)."""
+        self._refuse_during_interview(lang)
+        from alignlings.practice import review as rv
+
+        item = self.review_item(pack_id, key)
+        if not item.exercise.startswith(rv.BANK):  # the gate (:func:`gated`)
+            self._refuse_if_locked(self.course.get(item.exercise), lang)
+        shown = rv.present(self.review(), item, lang)
+        one = str(getattr(shown, "hint", "") or "")  # a blank's first hint, a bug drill's neighbourhood
+        hints = [str(h) for h in getattr(shown, "hints", None) or []] or ([one] if one else [])
+        if not hints:
+            raise UsageError("item", f"item: {pack_id}/{key} has no hint")
+        mark = {"due": self._review_due(item)}
+        setting = review_hint_key(item.pack, item.key)
+        recorded = self._safely(f"the review hint of {item.key}", lambda: self.store.set_setting(setting, mark))
+        if not recorded:  # this session still knows it (the CLI's hint and answer share one session)
+            self._unrecorded_review_hints[setting] = mark
+        return ReviewHint(item.key, hints, recorded)
+
+    def review_hinted(self, item) -> bool:
+        """Whether :meth:`review_hint` served this item's hint for its current review."""
+        setting = review_hint_key(item.pack, item.key)
+        mark = self._unrecorded_review_hints.get(setting) or self._read(
+            "a review hint", lambda: self.store.get_setting(setting), None)
+        return isinstance(mark, dict) and mark.get("due") == self._review_due(item)
+
     def review_answer(self, pack_id: str, key: str, answer: Any, *, seconds: float | None = None,
-                      hinted: bool = False, lang: str = "en") -> ReviewAnswer:
-        """Grade one review answer (code in the sandbox), rate it and schedule the item."""
+                      lang: str = "en") -> ReviewAnswer:
+        """Grade one review answer (code in the sandbox), rate it and schedule the item. A right
+        answer is Hard when this item's hint was served (:meth:`review_hint`) for this review; the
+        server's record decides, never what a client says."""
         self._refuse_during_interview(lang)
         from alignlings.practice import review as rv
 
@@ -974,7 +1024,7 @@ class Practice(InterviewMixin):
             if not row.get("solved") and not row.get("revealed"):  # the fill (or the fix) would solve it
                 result["expected"] = None
                 result["withheld"] = True
-        rating = rv.rate(result["correct"], hinted=hinted, seconds=seconds)
+        rating = rv.rate(result["correct"], hinted=self.review_hinted(item), seconds=seconds)
         schedule = counts = None
         try:
             schedule = engine.answer(item, rating, duration_ms=None if seconds is None else int(seconds * 1000),

@@ -412,12 +412,27 @@ def _filters(request: Request) -> tuple[str | None, str | None]:
     return pack_id, track
 
 
+def classroom(context: WebContext):
+    """The teacher's actions on this class (``practice.classroom.Classroom``): routes call it, never the store."""
+    from alignlings.practice.classroom import Classroom
+
+    return Classroom(context.store, context.pack)
+
+
+def _teacher_call(fn, *args, **kw):
+    """Run a ``Classroom`` action, its UsageError as the HTTP error (404 when missing, else 422)."""
+    from alignlings.practice.session import UsageError
+
+    try:
+        return fn(*args, **kw)
+    except UsageError as exc:
+        raise HTTPException(404 if exc.missing else 422, exc.message) from None
+
+
 def class_report(context: WebContext, lang: str = "en", pack_id: str | None = None,
                  track: str | None = None) -> dict:
     """Who is stuck where: per learner and per exercise (``practice.report``), one read of the history."""
-    from alignlings.practice import report
-
-    return report.rows(context.store, context.pack, lang=lang, pack=pack_id, track=track)
+    return classroom(context).report(lang, pack_id, track)
 
 
 @router.get("/api/teacher/class", tags=["classroom"])
@@ -582,7 +597,7 @@ def teacher_page(request: Request):
                        packs=[p.id for p in context.pack.packs], tracks=[t.key for t in context.pack.tracks],
                        chosen_pack=pack_id or "", chosen_track=track or "", query=("?" + query) if query else "",
                        plan_tracks=track_rows(context, lang),
-                       assignments=[assignment_report(context, a["id"]) for a in context.store.assignments()],
+                       assignments=_teacher_call(classroom(context).assignment_reports),
                        class_interviews=context.store.class_interviews(),
                        all_exercises=[{"key": ex.key, "title": ex.title.get(lang) or ex.title.get("en") or ex.id}
                                       for ex in context.pack],
@@ -607,45 +622,32 @@ class RemoveBody(BaseModel):
                                      "delete: the rows are deleted, and returned as an export first.")
 
 
-def _store_call(fn, *args, **kw):
-    try:
-        return fn(*args, **kw)
-    except ValueError as exc:
-        raise HTTPException(404 if "no learner" in str(exc) else 422, str(exc)) from None
-
-
 @router.post("/api/teacher/learners/{learner}/rename", tags=["classroom"])
 def rename_learner(request: Request, learner: str, body: RenameBody) -> dict:
     """Rename a learner (teacher token only)."""
-    store = _teacher_context(request).store
-    return _store_call(store.rename_learner, learner, body.name)
+    return _teacher_call(classroom(_teacher_context(request)).rename, learner, body.name)
 
 
 @router.post("/api/teacher/learners/{learner}/merge", tags=["classroom"])
 def merge_learner(request: Request, learner: str, body: MergeBody) -> dict:
     """Merge ``learner`` (e.g. the empty second entry of someone who re-joined) into ``into``: their
     history moves there and their browsers sign in as ``into``. Returns the rows moved per table."""
-    store = _teacher_context(request).store
-    return {"into": body.into, "moved": _store_call(store.merge_learners, body.into, learner)}
+    return {"into": body.into, "moved": _teacher_call(classroom(_teacher_context(request)).merge, learner, body.into)}
 
 
 @router.post("/api/teacher/learners/{learner}/remove", tags=["classroom"])
 def remove_learner(request: Request, learner: str, body: RemoveBody) -> dict:
     """Take a learner off the class list; ``history``: keep (default) or delete. The answer always
     carries the learner's ``export`` (the JSON of ``/api/progress/export``), taken before anything changed."""
-    store = _teacher_context(request).store
-    exported = _store_call(store.remove_learner, learner, keep_history=body.history == "keep")
+    exported = _teacher_call(classroom(_teacher_context(request)).remove, learner, keep_history=body.history == "keep")
     return {"removed": learner, "history": body.history, "export": exported}
 
 
 @router.post("/api/teacher/learners/{learner}/recovery", tags=["classroom"])
 def new_recovery_code(request: Request, learner: str) -> dict:
     """A new recovery code for a learner who lost theirs (the old one stops working); give it to them."""
-    store = _teacher_context(request).store
-    info = _store_call(store.learner_info, learner)
-    if info is None:
-        raise HTTPException(404, f"learner: no learner {learner!r} in the class")
-    return {"learner": learner, "name": info["name"], "recovery_code": _store_call(store.issue_recovery_code, learner)}
+    name, code = _teacher_call(classroom(_teacher_context(request)).new_recovery_code, learner)
+    return {"learner": learner, "name": name, "recovery_code": code}
 
 
 @router.get("/api/teacher/learners/{learner}/export", tags=["classroom"])
@@ -653,11 +655,7 @@ def export_learner(request: Request, learner: str) -> Response:
     """One learner's whole history as a JSON download (the format of ``/api/progress/export``)."""
     import json
 
-    store = _teacher_context(request).store
-    if _store_call(store.learner_info, learner) is None and not any(
-            r["id"] == learner for r in store.learners(removed=True)):
-        raise HTTPException(404, f"learner: no learner {learner!r} in the class")
-    data = store.for_learner(learner).export()
+    data = _teacher_call(classroom(_teacher_context(request)).export_learner, learner)
     return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
                     headers={"Content-Disposition": f'attachment; filename="learner-{learner}.json"'})
 
@@ -679,11 +677,7 @@ class AssignmentBody(BaseModel):
 
 def track_rows(context: WebContext, lang: str = "en") -> list[dict]:
     """Every track of the course with ``key``, ``title``, ``requires`` (titles) and ``locked``."""
-    locked = context.store.locked_tracks()
-    course = context.pack
-    return [{"key": t.key, "title": t.title.get(lang) or t.title.get("en", t.id), "locked": t.key in locked,
-             "requires": [course.track(r).title.get(lang) or course.track(r).key for r in t.requires]}
-            for t in course.tracks]
+    return classroom(context).track_rows(lang)
 
 
 @router.post("/api/teacher/tracks/lock", tags=["classroom"])
@@ -691,65 +685,28 @@ def lock_track(request: Request, body: LockBody) -> dict:
     """Lock a track until each learner has solved the tracks it ``requires`` (or open it again):
     learners see it locked with the reason, and their checks, hints and solutions on its exercises
     are refused (403) until then. A track that requires nothing cannot be locked (422)."""
-    from alignlings.content.pack import PackError
-
-    context = _teacher_context(request)
-    try:
-        track = context.pack.track(body.track)
-    except PackError:
-        raise HTTPException(422, f"track: expected one of {', '.join(t.key for t in context.pack.tracks)}, "
-                                 f"got {body.track!r}") from None
-    if body.locked and not track.requires:
-        raise HTTPException(422, f"track: {track.key!r} requires no other track, so there is nothing to wait for")
-    _store_call(context.store.lock_track, track.key, body.locked)
-    return {"track": track.key, "locked": body.locked}
-
-
-def _due_iso(value: str) -> str:
-    """``due`` as the store keeps it: a date alone is the end of that day (UTC)."""
-    import re
-
-    value = value.strip()
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        value += "T23:59:59+00:00"
-    return value
+    key = _teacher_call(classroom(_teacher_context(request)).lock, body.track, body.locked)
+    return {"track": key, "locked": body.locked}
 
 
 @router.post("/api/teacher/assignments", tags=["classroom"])
 def add_assignment(request: Request, body: AssignmentBody) -> dict:
     """Give an assignment: a set of exercises with a due time; ``/teacher/assignments/ID`` says who
     finished by then."""
-    from alignlings.content.pack import PackError
-
-    context = _teacher_context(request)
-    keys = []
-    for i, name in enumerate(body.exercises):
-        try:
-            keys.append(context.pack.get(name).key)
-        except PackError as exc:
-            raise HTTPException(422, f"exercises[{i}]: {i18n.reword('practice.pack_errors', str(exc), lang_of(request))}") from None
-    return _store_call(context.store.add_assignment, body.title, keys, _due_iso(body.due))
+    return _teacher_call(classroom(_teacher_context(request)).add_assignment, body.title, body.exercises, body.due,
+                         lang=lang_of(request))
 
 
 @router.post("/api/teacher/assignments/{assignment}/remove", tags=["classroom"])
 def remove_assignment(request: Request, assignment: str) -> dict:
     """Delete an assignment (the learners' work on its exercises stays)."""
-    store = _teacher_context(request).store
-    if store.assignment(assignment) is None:
-        raise HTTPException(404, f"assignment: no assignment {assignment!r}")
-    store.remove_assignment(assignment)
+    _teacher_call(classroom(_teacher_context(request)).remove_assignment, assignment)
     return {"removed": assignment}
 
 
 def assignment_report(context: WebContext, assignment: str) -> dict:
     """An assignment with ``learners`` (``practice.report.assignment_rows``) and ``finished_on_time``."""
-    from alignlings.practice import report
-
-    found = context.store.assignment(assignment)
-    if found is None:
-        raise HTTPException(404, f"assignment: no assignment {assignment!r}")
-    rows = report.assignment_rows(context.store, context.pack, found)
-    return {**found, "learners": rows, "finished_on_time": sum(r["on_time"] for r in rows)}
+    return _teacher_call(classroom(context).assignment_report, assignment)
 
 
 @router.get("/api/teacher/assignments", tags=["classroom"])
@@ -757,7 +714,7 @@ def assignments_json(request: Request) -> dict:
     """Every assignment with its report: per learner, what they solved and when, what is missing,
     when they finished and whether that was by the due time."""
     context = _teacher_context(request)
-    return {"assignments": [assignment_report(context, a["id"]) for a in context.store.assignments()]}
+    return {"assignments": _teacher_call(classroom(context).assignment_reports)}
 
 
 ASSIGNMENT_COLUMNS = ["name", "learner", "solved", "total", "finished_at", "on_time", "missing"]

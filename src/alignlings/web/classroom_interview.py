@@ -4,11 +4,11 @@ download them as CSV. Teacher token only, like the rest of ``web.classroom``."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from alignlings.practice import interview as iv
-from alignlings.web.classroom import _csv, _due_iso, _store_call, _teacher_context
+from alignlings.web.classroom import _csv, _teacher_call, _teacher_context, classroom
 from alignlings.web.context import lang_of, render_page
 
 router = APIRouter()
@@ -29,36 +29,26 @@ class ClassInterviewBody(BaseModel):
 
 
 def _results(request: Request, interview: str) -> dict:
-    context = _teacher_context(request)
-    found = next((a for a in context.store.class_interviews() if a["id"] == interview), None)
-    if found is None:
-        raise HTTPException(404, f"interview: no class interview {interview!r}")
-    return iv.class_results(context.store, context.pack, found, lang_of(request))
+    return _teacher_call(classroom(_teacher_context(request)).interview_results, interview, lang_of(request))
 
 
 @router.post("/api/teacher/interviews", tags=["classroom"])
 def add(request: Request, body: ClassInterviewBody) -> dict:
     """Give the class an interview: every learner who starts it draws the same items."""
-    context = _teacher_context(request)
-    try:
-        row = iv.new_class_interview(context.pack, title=body.title, seed=body.seed, minutes=body.minutes,
-                                     track=body.track, items=body.items, level=body.level, due=_due_iso(body.due))
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    return _store_call(context.store.add_class_interview, row)
+    return _teacher_call(classroom(_teacher_context(request)).add_interview, title=body.title, due=body.due,
+                         minutes=body.minutes, seed=body.seed, track=body.track, items=body.items, level=body.level)
 
 
 @router.get("/api/teacher/interviews", tags=["classroom"])
 def results_json(request: Request) -> dict:
     """Every class interview with each learner's result and the per-item summary."""
-    context = _teacher_context(request)
-    return {"interviews": [_results(request, a["id"]) for a in context.store.class_interviews()]}
+    return {"interviews": _teacher_call(classroom(_teacher_context(request)).interviews, lang_of(request))}
 
 
 @router.post("/api/teacher/interviews/{interview}/remove", tags=["classroom"])
 def remove(request: Request, interview: str) -> dict:
     """Forget a class interview (what learners did stays in their history)."""
-    _store_call(_teacher_context(request).store.remove_class_interview, interview)
+    _teacher_call(classroom(_teacher_context(request)).remove_interview, interview)
     return {"removed": interview}
 
 

@@ -18,6 +18,8 @@ from markdown_it import MarkdownIt
 from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
+from alignlings.content.mathtext import math_spans
+
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
 
 
@@ -44,38 +46,19 @@ def _split_math(text: str) -> tuple[str, list[tuple[str, bool]]]:
     Markdown would eat the backslashes of the LaTeX, so formulas are cut out first and put back
     as MathML after Markdown ran. Returns the text with placeholders and the formulas in order.
     """
-    out, formulas, i, n = [], [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "`":
-            run = len(text[i:]) - len(text[i:].lstrip("`"))
-            end = text.find("`" * run, i + run)
-            if end == -1:
-                out.append(text[i:])
-                break
-            out.append(text[i:end + run])
-            i = end + run
-            continue
-        if c == "\\" and i + 1 < n and text[i + 1] == "$":
+    out: list[str] = []
+    formulas: list[tuple[str, bool]] = []
+    last = 0
+    for span in math_spans(text):  # the scanner the CLI uses too
+        out.append(text[last:span.start])
+        if span.latex is None:  # an escaped dollar
             out.append("$")
-            i += 2
-            continue
-        if c == "$":
-            display = text.startswith("$$", i)
-            delim = "$$" if display else "$"
-            end = text.find(delim, i + len(delim))
-            body = text[i + len(delim):end] if end != -1 else ""
-            if end == -1 or not body.strip() or (not display and "\n\n" in body):
-                out.append(c)
-                i += 1
-                continue
-            formulas.append((body, display))
+        else:
+            formulas.append((span.latex, span.display))
             token = f"MATHPLACEHOLDER{len(formulas) - 1}X"
-            out.append(f"\n\n{token}\n\n" if display else token)
-            i = end + len(delim)
-            continue
-        out.append(c)
-        i += 1
+            out.append(f"\n\n{token}\n\n" if span.display else token)
+        last = span.end
+    out.append(text[last:])
     return "".join(out), formulas
 
 

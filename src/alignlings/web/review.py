@@ -2,8 +2,8 @@
 
 The engine is ``alignlings.practice.review`` (FSRS scheduling, items from the pack's data); code
 items are graded by the warm grader's sandbox through the grading queue, like the exercises.
-``GET /api/review/queue`` never sends answers; ``POST /api/review/answer`` grades, rates and
-schedules one answer; ``POST /api/review/rate`` re-rates a right answer just given (hard or too
+``GET /api/review/queue`` never sends answers; ``POST /api/review/hint`` serves (and records) an item's hint;
+``POST /api/review/answer`` grades, rates and schedules one answer (Hard after a hint served); ``POST /api/review/rate`` re-rates a right answer just given (hard or too
 easy); ``GET /api/review/mastery`` feeds the progress page's chart.
 """
 
@@ -51,7 +51,8 @@ def _public(shown, lang: str) -> dict:
     as HTML)."""
     from alignlings.practice import review as rv
 
-    out = {k: v for k, v in shown.as_dict().items() if k not in ("source", "rendered")}
+    out = {k: v for k, v in shown.as_dict().items() if k not in ("source", "rendered", "hint", "hints")}
+    out["has_hint"] = bool(getattr(shown, "hint", "") or getattr(shown, "hints", None))  # served by /api/review/hint
     if isinstance(shown, rv.QuizPrompt):
         out["question_html"] = render.markdown(shown.question)
         out["options_html"] = [render.inline_markdown(o) for o in shown.options]
@@ -82,7 +83,22 @@ class AnswerBody(BaseModel):
     pack: str = Field(max_length=200, description="The item's pack id.")
     answer: int | str | dict[str, str] = Field(description="Option index (quiz), fill (blank), {key: token} (cloze).")
     seconds: float | None = Field(default=None, ge=0, le=86400, description="Time to answer, before checking.")
-    hinted: bool = Field(default=False, description="Whether a hint was shown.")
+    hinted: bool = Field(default=False, description="Ignored (kept for pages loaded before the change): the "
+                         "server knows whether it served this item's hint (POST /api/review/hint).")
+
+
+class HintBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(max_length=400, description="The item key, e.g. cloze/dpo-loss/12.")
+    pack: str = Field(max_length=200, description="The item's pack id.")
+
+
+@router.post("/api/review/hint", tags=["review"])
+def hint(request: Request, body: HintBody) -> dict:
+    """The hint of a review item the learner has met (``hints``: one per masked token of a cloze
+    line, else one); recorded, so that a right answer to this review is rated Hard."""
+    shown = call(practice(request).review_hint, body.pack, body.item, lang=lang_of(request))
+    return {"item": shown.item, "hints": shown.hints, "recorded": shown.recorded}
 
 
 @router.post("/api/review/answer", tags=["review"])
@@ -101,8 +117,7 @@ async def answer(request: Request, body: AnswerBody) -> dict:
         raise HTTPException(422, f"answer: at most {MAX_ANSWER_CHARS} characters per fill")
 
     def grade():
-        return session.review_answer(body.pack, body.item, value, seconds=body.seconds, hinted=body.hinted,
-                                     lang=lang)
+        return session.review_answer(body.pack, body.item, value, seconds=body.seconds, lang=lang)
 
     done = call(grade) if item.kind == "quiz" else await graded(request, grade, what=item.key)
     result = done.result

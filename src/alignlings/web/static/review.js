@@ -51,7 +51,7 @@
   const nextBtn = document.getElementById("review-next");
   const feedback = document.getElementById("review-feedback");
   const done = document.getElementById("review-done");
-  let items = [], index = 0, started = 0, hinted = false, answered = false, right = 0, choice = null;
+  let items = [], index = 0, started = 0, answered = false, right = 0, choice = null;
 
   const L = CLIENT.l || {};
   // "1 day", "2 days", "0.5 days" (English plural rules; Chinese has one form)
@@ -107,7 +107,7 @@
   }
 
   function show(i) {
-    index = i; answered = false; hinted = false; choice = null; rateButtons = null;
+    index = i; answered = false; choice = null; rateButtons = null;
     feedback.replaceChildren();
     hintBox.hidden = true;
     nextBtn.hidden = true;
@@ -149,7 +149,7 @@
       body.append(el("label", { for: "review-file", class: "dim", text: R.bug_label }), area,
                   el("p", { class: "dim keys", id: "review-file-keys", text: L.review_keys || "" }));
       focus = area;
-      hintBtn.hidden = !it.hint;
+      hintBtn.hidden = !it.has_hint;
     } else {
       if (it.todo) body.append(el("p", { class: "todo", text: `TODO ${it.blank}: ${it.todo}` }));
       if (it.variant === "fix") body.append(el("p", { class: "fix-variant", text: fill(R.fix_variant, { n: it.blank }) }));
@@ -157,7 +157,7 @@
       if (it.prefill && inputs[0]) inputs[0].value = it.prefill;
       body.append(pre);
       focus = inputs[0];
-      hintBtn.hidden = !((it.form === "blank" && it.hint) || (it.form === "cloze" && it.hints && it.hints.length));
+      hintBtn.hidden = !it.has_hint;
     }
     itemBox.hidden = false;
     started = performance.now();
@@ -184,7 +184,7 @@
     checkBtn.disabled = true;
     body.querySelectorAll("input, textarea, button.option").forEach((x) => { x.disabled = true; });
     feedback.replaceChildren(el("p", { text: R.checking }));
-    const res = await apiQueued("POST", "/api/review/answer", { item: it.item, pack: it.pack, answer, seconds, hinted },
+    const res = await apiQueued("POST", "/api/review/answer", { item: it.item, pack: it.pack, answer, seconds },
                                 () => { feedback.replaceChildren(el("p", { text: T.busy })); });
     if (!res.ok) {
       answered = false;
@@ -299,11 +299,17 @@
 
   checkBtn.addEventListener("click", check);
   nextBtn.addEventListener("click", () => (index + 1 < items.length ? show(index + 1) : finish()));
-  hintBtn.addEventListener("click", () => {
-    hinted = true;
+  hintBtn.addEventListener("click", async () => {
     const it = items[index];
-    hintBox.textContent = it.form === "cloze" ? it.hints.map((c, j) => fill(R.starts_with, { n: j + 1, c })).join(" · ")
-                                              : it.hint;
+    const res = await api("POST", "/api/review/hint", { item: it.item, pack: it.pack });  // the server records it
+    if (!res.ok) {
+      hintBox.textContent = errorText(res);
+      hintBox.hidden = false;
+      return;
+    }
+    const hints = res.data.hints;
+    hintBox.textContent = it.form === "cloze" ? hints.map((c, j) => fill(R.starts_with, { n: j + 1, c })).join(" · ")
+                                              : hints[0];
     hintBox.hidden = false;
     const input = body.querySelector("input[data-key], textarea");
     if (input) input.focus();
