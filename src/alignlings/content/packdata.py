@@ -4,6 +4,7 @@ TOML helpers, apart from ``pack.py`` so that modules the pack loader calls back 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,10 +94,61 @@ class Texts:
 ExerciseTexts = Texts
 
 
+# -- where a [[question]] table's fields are (quiz.toml, bugornot.toml, predict.toml: one layout) ------------
+
+def _question_lines(text: str) -> list[tuple[int, int]]:
+    """(first, last) line of each ``[[question]]`` table, 1-based; a table runs to the next one."""
+    starts = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith("[[question]]")]
+    ends = [s - 1 for s in starts[1:]] + [len(text.splitlines())]
+    return list(zip(starts, ends, strict=True))
+
+
+def field_line(path: Path, index: int, name: str) -> int:
+    """The line of field ``name`` (``answer``, ``question.en``, ``chart``...) in the ``index``-th
+    ``[[question]]`` table of ``path``: the line that names it, else the table's first line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return 1
+    spans = _question_lines(text)
+    if not spans:
+        return 1
+    first, last = spans[min(index, len(spans) - 1)]
+    lines = text.splitlines()
+    head = name.split(".")[0]
+    pattern = re.compile(rf"^\s*(\[+\s*question\.)?{re.escape(name)}\b|^\s*(\[+\s*question\.)?{re.escape(head)}\b")
+    for n in range(first, last + 1):
+        if pattern.match(lines[n - 1]):
+            return n
+    return first
+
+
+def option_line(path: Path, index: int, option: int, name: str = "") -> int:
+    """The line of field ``name`` (``text``, ``why``; '' for the table itself) of the ``option``-th
+    ``[[question.option]]`` table of the ``index``-th question (0-based): the line that names it,
+    else the option's table line (else the question's first line)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 1
+    spans = _question_lines("\n".join(lines))
+    if not spans:
+        return 1
+    first, last = spans[min(index, len(spans) - 1)]
+    heads = [n for n in range(first, last + 1) if re.match(r"^\s*\[\[\s*question\.option\s*\]\]", lines[n - 1])]
+    if option >= len(heads):
+        return first
+    start = heads[option]
+    end = heads[option + 1] - 1 if option + 1 < len(heads) else last
+    if name:
+        for n in range(start + 1, end + 1):
+            if re.match(rf"^\s*{re.escape(name)}\b", lines[n - 1]):
+                return n
+    return start
+
+
 def read_quiz_questions(path: Path) -> tuple[QuizQuestion, ...]:
     """The ``[[question]]`` tables of a quiz.toml, each with its options and the right one's index."""
-    from alignlings.content.predictions import field_line, option_line  # the same [[question]] layout
-
     questions = []
     for i, q in enumerate(_read_toml(path).get("question", [])):
         where = f"{path}:{field_line(path, i, 'id')}: question #{i + 1}"

@@ -84,7 +84,9 @@ def _bank_problems(pack: Pack) -> list[Problem]:
     its question's ``id`` line."""
     from alignlings.content import questionbank
 
-    out = []
+    out: list[Problem] = []
+    if not questionbank.bank_files(pack):
+        return out
     for text in questionbank.bank_problems(pack):
         where, _, message = text.partition(": ")
         path = Path(where)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alignlings.i18n import LANGS
-from alignlings.content.packdata import PackError, _read_toml
+from alignlings.content.packdata import PackError, _question_lines, _read_toml, field_line, option_line  # noqa: F401
 
 if TYPE_CHECKING:
     from alignlings.content.exercise import Exercise
@@ -93,57 +93,6 @@ class PredictQuestion:
 
 
 # -- reading predict.toml --------------------------------------------------------------------------
-
-def _question_lines(text: str) -> list[tuple[int, int]]:
-    """(first, last) line of each ``[[question]]`` table, 1-based; a table runs to the next one."""
-    starts = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith("[[question]]")]
-    ends = [s - 1 for s in starts[1:]] + [len(text.splitlines())]
-    return list(zip(starts, ends, strict=True))
-
-
-def field_line(path: Path, index: int, name: str) -> int:
-    """The line of field ``name`` (``answer``, ``question.en``, ``chart``...) in the ``index``-th
-    ``[[question]]`` table of ``path``: the line that names it, else the table's first line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return 1
-    spans = _question_lines(text)
-    if not spans:
-        return 1
-    first, last = spans[min(index, len(spans) - 1)]
-    lines = text.splitlines()
-    head = name.split(".")[0]
-    pattern = re.compile(rf"^\s*(\[+\s*question\.)?{re.escape(name)}\b|^\s*(\[+\s*question\.)?{re.escape(head)}\b")
-    for n in range(first, last + 1):
-        if pattern.match(lines[n - 1]):
-            return n
-    return first
-
-
-def option_line(path: Path, index: int, option: int, name: str = "") -> int:
-    """The line of field ``name`` (``text``, ``why``; '' for the table itself) of the ``option``-th
-    ``[[question.option]]`` table of the ``index``-th question (0-based): the line that names it,
-    else the option's table line (else the question's first line)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return 1
-    spans = _question_lines("\n".join(lines))
-    if not spans:
-        return 1
-    first, last = spans[min(index, len(spans) - 1)]
-    heads = [n for n in range(first, last + 1) if re.match(r"^\s*\[\[\s*question\.option\s*\]\]", lines[n - 1])]
-    if option >= len(heads):
-        return first
-    start = heads[option]
-    end = heads[option + 1] - 1 if option + 1 < len(heads) else last
-    if name:
-        for n in range(start + 1, end + 1):
-            if re.match(rf"^\s*{re.escape(name)}\b", lines[n - 1]):
-                return n
-    return start
-
 
 def _format_fields(text: str) -> set[str]:
     """The field names of a ``str.format`` text (``{name:.2f}`` -> ``name``)."""

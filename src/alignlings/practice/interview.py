@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from alignlings.practice.errors import UsageError
+
 if TYPE_CHECKING:
     from alignlings.content.exercise import Exercise
     from alignlings.content.pack import Pack
@@ -49,10 +51,7 @@ LEVELS = (4, 5)
 
 
 def InterviewError(argument: str, message: str, *, missing: bool = False) -> ValueError:
-    """Bad input to an interview: the session's ``UsageError`` naming ``argument`` (imported here, not
-    at the top: the session imports this module)."""
-    from alignlings.practice.session import UsageError
-
+    """Bad input to an interview: the session's ``UsageError`` naming ``argument``."""
     return UsageError(argument, message, missing=missing)
 
 

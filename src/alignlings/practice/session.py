@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar, cast
 
+from alignlings.practice.errors import Locked, UsageError
 from alignlings.practice.interview import InterviewMixin
 from alignlings.content.exercise import Exercise
 from alignlings.content.pack import Pack, PackError, QuizQuestion
@@ -57,23 +58,6 @@ from alignlings.grading.verdict import Verdict
 log = logging.getLogger("alignlings.practice")
 
 DEFAULT_CLOZE_RATIO = 0.15
-
-
-class UsageError(ValueError):
-    """A request this course cannot serve: ``argument`` names what was wrong; ``missing`` when the
-    thing asked for does not exist (the web app answers 404, else 422)."""
-
-    def __init__(self, argument: str, message: str, *, missing: bool = False):
-        super().__init__(message)
-        self.argument, self.message, self.missing = argument, message, missing
-
-
-class Locked(UsageError):
-    """Refused because the exercise's track is locked for this learner (the teacher's plan): the
-    message is the reason, written for the learner (the web app answers 403 with it alone)."""
-
-    def __init__(self, reason: str):
-        super().__init__("ID", reason)
 
 
 _Action = TypeVar("_Action", bound=Callable[..., Any])
