@@ -23,12 +23,18 @@ def _stopped_after_start(run) -> object:
 
     def work():
         STOP.set(stop)
-        box["result"] = run()
+        try:
+            box["result"] = run()
+        except BaseException as exc:  # noqa: BLE001 - raised again below, in the test's thread
+            box["error"] = exc
 
     t = threading.Thread(target=work)
     t.start()
     threading.Timer(0.5, stop.set).start()
     t.join(120)
+    if "error" in box:
+        raise box["error"]
+    assert "result" in box, "the check did not answer within 120 s of its Stop"
     return box["result"]
 
 
