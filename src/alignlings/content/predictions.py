@@ -218,9 +218,7 @@ class Run:
     seconds: float
 
 
-_CHILD = r"""
-import json, sys, resource
-src, variant, run_name, supports_name, out_path, cpu = sys.argv[1:7]
+_LOAD_VARIANT = r"""
 for name, value in (("RLIMIT_CPU", int(cpu)), ("RLIMIT_CORE", 0), ("RLIMIT_FSIZE", 16 * 2**20)):
     try:
         resource.setrlimit(getattr(resource, name), (value, value))
@@ -231,6 +229,13 @@ import importlib.util
 spec = importlib.util.spec_from_file_location("alignlings_predict_variant", variant)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
+"""
+"""What both child processes start with: their limits, then variant.py loaded as a module."""
+
+_CHILD = r"""
+import json, sys, resource
+src, variant, run_name, supports_name, out_path, cpu = sys.argv[1:7]
+""" + _LOAD_VARIANT + r"""
 fn = getattr(module, run_name, None)
 if not callable(fn):
     sys.stderr.write(f"variant.py has no function {run_name}()\n")
@@ -412,16 +417,7 @@ def _run_variant(ex: Exercise, q: PredictQuestion, path: Path, timeout: float | 
 _PROBE = r"""
 import json, sys, resource
 src, variant, supports_name, in_path, out_path, cpu = sys.argv[1:7]
-for name, value in (("RLIMIT_CPU", int(cpu)), ("RLIMIT_CORE", 0), ("RLIMIT_FSIZE", 16 * 2**20)):
-    try:
-        resource.setrlimit(getattr(resource, name), (value, value))
-    except (AttributeError, ValueError, OSError):
-        pass
-sys.path.insert(0, src)
-import importlib.util
-spec = importlib.util.spec_from_file_location("alignlings_predict_variant", variant)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+""" + _LOAD_VARIANT + r"""
 check = getattr(module, supports_name)
 out = []
 for result in json.load(open(in_path, encoding="utf-8")):
