@@ -344,8 +344,9 @@ def test_first_failing_case_scalar_numbers_and_misconception_first(page):
     assert m.feedback["en"][:40] in wrong
     verdict = page.inner_text("#verdict")
     assert verdict.index(m.feedback["en"][:40]) < verdict.index("expected")
+    # the blank's own values, recorded in the learner's run (a [B] vector here: each element named)
     fb = page.inner_text('.blank-fb[data-index="1"]')
-    assert re.search(r"expected -?\d\.\d{4,}, got -?\d\.\d{4,}", fb), fb
+    assert re.search(r"\[0\] expected -?\d\.\d+, got -?\d\.\d+", fb), fb
     assert "[]" not in fb and "first:" not in fb
 
 
