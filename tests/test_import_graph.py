@@ -231,3 +231,19 @@ def test_the_direction_check_sees_an_upward_import(tmp_path):
     assert _upward(import_graph(pkg)) == {("alignlings.content.a", "alignlings.grading.b"),
                                           ("alignlings.content.c", "alignlings.grading.b")}
     assert _upward(_graph_with(_top_level_imports, pkg)) == {("alignlings.content.c", "alignlings.grading.b")}
+
+
+def test_a_module_over_600_lines_says_why_in_its_docstring():
+    """Issue 30 §3: no module above ~600 lines without a reason (the packs' files are content, not code)."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "alignlings"
+    long = []
+    for path in sorted(src.rglob("*.py")):
+        if "packs" in path.relative_to(src).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 600 and "Why one long module" not in (ast.get_docstring(ast.parse(text)) or ""):
+            long.append(str(path.relative_to(src)))
+    assert long == []

@@ -23,6 +23,10 @@ and of the web API:
 ``exercise``, ``passed``, ``blanks`` (in blank order: ``index``, ``name``, ``fill``, ``passed``,
 ``message``, ``misconception``, ``diff``), ``cases`` (``name``, ``label``, ``kind``, ``passed``,
 ``message``), ``error`` (None or ``kind`` + ``message``), ``isolation``, ``stdout``, ``seconds``.
+
+Why one long module: it is the trusted judge, and keeping it whole keeps every comparison between a
+learner's values and the reference's in one place that can be audited against docs/isolation.md; the
+learner's job (``casejob``), recording (``record``, ``instrument``), values and feedback are apart.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ item comes back the next day (``practice.review``).
 State lives in the learner's settings (``interview/current`` and ``interview/<id>``), so it is kept
 with the rest of their progress, exported, imported and seen by the teacher; a teacher's class
 interviews (seed, minutes, track, due) live in the class's own table (``class_info``).
+
+Why one long module: the draw, the report and the class results are pure functions of the same
+interview state, and the use cases that change that state are the mixin at the end; keeping them
+together keeps the state's format in one place.
 """
 
 from __future__ import annotations

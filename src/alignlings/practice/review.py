@@ -51,6 +51,10 @@ blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concept
 ``level/`` item (writing the body) weighs ``levels.WEIGHT[4]`` (2) against 1 for every other item.
 
 Time comes from a :class:`Clock`, so tests run a learner over weeks with a :class:`FixedClock`.
+
+Why one long module: the FSRS schedule, the replay of history into reviews and the item prompts and
+checks must agree on one item model; the kinds say what differs (``Kind.review_items``), so what is
+left here is shared by every kind.
 """
 
 from __future__ import annotations

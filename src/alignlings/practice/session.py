@@ -37,6 +37,11 @@ refusal.
 
 Bad input raises :class:`UsageError` (a ``ValueError`` naming the argument); the CLI turns it into a
 usage error, the web app into 404 (``missing``) or 422.
+
+Why one long module: it is the gate. Every use case of a learner is a method of one class so that
+the rule "who, may they, act, record" is written once and every interface calls the same place;
+splitting the use cases across modules would split the gate (the interview's use cases, a mixin, are
+the one part kept apart, in ``practice.interview``).
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ and reference, GRPO's loss pass and its reference and old log-probs; autograd ru
 through ``forward``). Logits and gradients equal ``forward``'s up to float rounding
 (``tests/test_trainers_decode.py``), and seeded draws give the very tokens ``generate`` gives
 (``tests/test_trainers_sampler.py``).
+
+Why one long module: the lean decoder's plan, its validity check and the per-architecture passes
+must change together (a value read at one place and not the other is the drift the parity tests
+guard); each architecture's pass is a short function.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ blank. Learners never see these pages nor each other's rows.
 
 State-changing requests go through :class:`alignlings.web.guard.SameOriginMiddleware` (the
 cookie authenticates, so a cross-site form or script must not be able to ride on it).
+
+Why one long module: it is the classroom's routes only (join, teacher pages, CSVs, the teacher's
+plan), each a thin call into ``practice.classroom`` and ``practice.report``; they share one
+authentication and one CSV writer.
 """
 
 from __future__ import annotations

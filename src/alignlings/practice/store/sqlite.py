@@ -7,7 +7,12 @@ per browser or device of a learner (``learner_tokens``), a recovery code per lea
 only it can show the code again: ``recovery_code``), the teacher's ``rename_learner``,
 ``merge_learners`` and ``remove_learner`` (history kept, or exported and then deleted), and the
 teacher's plan: tracks locked until their ``requires`` are solved (``lock_track``) and assignments
-with a due time (``add_assignment``)."""
+with a due time (``add_assignment``).
+
+Why one long module: one store class serves SQLite and PostgreSQL with the same SQL (the dialect
+adapter is ``store.postgres``), and each table's reads and writes sit beside each other so a
+migration (``store.schema``) and its queries are read together; export and import are ``store.transfer``.
+"""
 
 from __future__ import annotations
 
