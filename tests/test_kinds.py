@@ -9,8 +9,10 @@ import textwrap
 
 import pytest
 
+from alignlings.cli import kinds as cli_kinds
 from alignlings.content import kinds
 from alignlings.content.pack import PackError, load_exercise
+from alignlings.web import kinds as web_kinds
 
 
 def test_every_built_in_kind_is_registered_and_keeps_the_old_meaning():
@@ -22,7 +24,7 @@ def test_every_built_in_kind_is_registered_and_keeps_the_old_meaning():
         assert (spec.graded_as_file, spec.answered_by_choice, spec.starts_from_buggy_file) == (is_code, is_quiz, is_bug)
         assert set(spec.label) == {"en", "zh"}
     assert kinds.get("code").dev_check(None, None) is None  # proved by the grader (practice.devcheck)
-    assert kinds.get("bug").web_page == "bug" and kinds.get("code").web_page is None
+    assert web_kinds.view_of("bug").page == "bug" and web_kinds.view_of(kinds.get("code")).page is None  # web/kinds.py
 
 
 def test_an_unknown_kind_is_a_clear_error():
@@ -52,7 +54,6 @@ def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monke
             name = "toy-predict"
             label = {"en": "predict", "zh": "预测"}
             answered_by_choice = True
-            web_page = "toy-page"
 
             def dev_check(self, ex, grader):
                 return ([f"{ex.id}: checked by the toy kind"], ["toy"])
@@ -77,8 +78,10 @@ def test_a_toy_kind_in_its_own_module_flows_through_the_registry(tmp_path, monke
 
 # -- a toy kind from its own module, through every path that used to branch on the kind -----------
 TOY_MODULE = '''
+from alignlings.cli import kinds as cli_kinds
 from alignlings.content.kinds import Kind, register
 from alignlings.content.packdata import QuizOption, QuizQuestion
+from alignlings.web import kinds as web_kinds
 
 TEXTS = {"en": 'statement = "Predict."\\nhints = ["a", "b", "c"]\\nexplanation = "Because."\\n',
          "zh": 'statement = "预测。"\\nhints = ["甲", "乙", "丙"]\\nexplanation = "因为。"\\n'}
@@ -91,8 +94,6 @@ class Predict(Kind):
     label = {"en": "predict", "zh": "预测"}
     answered_by_choice = True
     questions_file = "predict.toml"
-    web_page = "quiz"  # shown by web/quiz.py, with the template named here
-    template = "quiz.html"
 
     def questions(self, ex):
         opts = tuple(QuizOption(text={"en": t, "zh": t}, why={"en": "why " + t, "zh": "因为 " + t})
@@ -117,7 +118,6 @@ class FileKind(Kind):
     name = "toy-file"
     label = {"en": "toy file", "zh": "玩具文件"}
     graded_as_file = True
-    web_page = None
 
     def learner_file(self, ex, lang):
         return ex.solution_source.replace("x + 1", "x")
@@ -137,6 +137,11 @@ class FileKind(Kind):
 
 PREDICT = register(Predict())
 FILE = register(FileKind())
+# how the web and the CLI show them: the quiz page with the template named here, the fill-in page
+web_kinds.register("toy-predict", web_kinds.KindView(page="quiz", template="quiz.html"))
+web_kinds.register("toy-file", web_kinds.KindView())
+cli_kinds.register("toy-predict", cli_kinds.KindView(next="next_quiz"))
+cli_kinds.register("toy-file", cli_kinds.KindView())
 '''
 
 
@@ -147,6 +152,8 @@ def toy(tmp_path, monkeypatch):
     (tmp_path / "toykinds.py").write_text(TOY_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(kinds, "REGISTRY", dict(kinds.REGISTRY))
+    monkeypatch.setattr(web_kinds, "VIEWS", dict(web_kinds.VIEWS))  # its views leave with it too
+    monkeypatch.setattr(cli_kinds, "VIEWS", dict(cli_kinds.VIEWS))
     sys.modules.pop("toykinds", None)
     module = importlib.import_module("toykinds")
     yield module
@@ -250,13 +257,13 @@ def test_a_toy_kind_opens_on_its_page_with_its_template(toy, tmp_path, monkeypat
         return real(request, template, **kw)
 
     monkeypatch.setattr(web_quiz, "render_page", recorded)
-    monkeypatch.setattr(toy.PREDICT, "template", "quiz.html")
     app = create_app([str(tmp_path / "pack")], db_path=tmp_path / "p.sqlite3", warm_up=False)
     with TestClient(app) as c:
         page = c.get("/exercises/toy-one")
         assert page.status_code == 200 and "Does the loss go up?" in page.text
         assert used == ["quiz.html"]
-        toy.PREDICT.template = "no-such-template.html"  # the page asks the kind, so this must now fail
+        # the page asks the kind's web view, so this must now fail
+        web_kinds.VIEWS["toy-predict"] = web_kinds.KindView(page="quiz", template="no-such-template.html")
         with pytest.raises(Exception, match="no-such-template"):
             c.get("/exercises/toy-one")
         answer = c.post("/api/quiz/toy-q1", json={"choice": 1})

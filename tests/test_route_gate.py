@@ -26,6 +26,7 @@ from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.practice.store import ProgressStore  # noqa: E402
 from alignlings.practice.session import Practice, UsageError  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
+from alignlings.web.kinds import view_of  # noqa: E402
 
 PACK = load_pack()
 DPO = PACK.get("dpo-loss")
@@ -171,7 +172,7 @@ def test_hint_route_gives_only_the_next_hint_and_records_it(app):
 
 def test_bug_diff_is_against_the_buggy_file_and_the_story_waits_for_a_pass(app):
     c, _ = app
-    bug = next(ex for ex in PACK if ex.kind_spec.web_page == "bug")
+    bug = next(ex for ex in PACK if view_of(ex).page == "bug")
     fixed_only = [ln.strip() for ln in set(bug.solution_source.splitlines()) - set(bug.buggy_source.splitlines())
                   if len(ln.strip()) >= 8]
     assert fixed_only

@@ -28,10 +28,11 @@ from test_stop import _BlockingGrader  # noqa: E402
 from alignlings.cli.serve import server_config  # noqa: E402
 from alignlings.content.pack import load_pack  # noqa: E402
 from alignlings.web.app import create_app  # noqa: E402
+from alignlings.web.kinds import view_of  # noqa: E402
 
 PACK = load_pack()
 SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
-BUG = next(ex for ex in PACK if ex.kind_spec.web_page == "bug")
+BUG = next(ex for ex in PACK if view_of(ex).page == "bug")
 
 
 class _PageGrader(_BlockingGrader):

@@ -165,7 +165,9 @@ def get_exercise(pack, exercise_id: str, *, code_only: bool = False):
                          close=i18n.t("cli.errors.did_you_mean", lang, ids=", ".join(map(repr, close))) if close else "",
                          ) from None
     if code_only and not ex.kind_spec.graded_as_file:
-        raise UsageError(ex.kind_spec.cli_not_file, "ID", id=exercise_id)
+        from alignlings.cli.kinds import view_of
+
+        raise UsageError(view_of(ex).not_file, "ID", id=exercise_id)
     return ex
 
 
@@ -267,4 +269,6 @@ def next_text(nxt, lang: str, pack=None) -> str:
     that every exercise is solved when ``nxt`` is None."""
     if nxt is None:
         return t("all_done", lang)
-    return t(nxt.kind_spec.cli_next, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))
+    from alignlings.cli.kinds import view_of
+
+    return t(view_of(nxt).next, lang, id=nxt.key, title=nxt.title[lang], pack=pack_args(pack))

@@ -32,6 +32,8 @@ def start(
     --level 4 or 5, the fill-in exercise's level file (ID_level4.py, ID_level5.py) beside it."""
     from rich.markup import escape
 
+    from alignlings.cli.kinds import view_of
+
     lang, course, ex = open_exercise(exercise_id, lang, pack, code_only=True)
     with usage():
         started = session(course).start(ex, level, lang=lang)
@@ -44,5 +46,5 @@ def start(
         out.print(MSG["backup"][lang].format(path=backup(path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(started.text, encoding="utf-8")
-    wrote = ex.kind_spec.cli_wrote if level is None else f"wrote_level{level}"
+    wrote = view_of(ex).wrote if level is None else f"wrote_level{level}"
     out.print(escape(MSG[wrote][lang].format(path=path, id=ex.key, pack=pack_args(pack))))

@@ -21,6 +21,7 @@ from alignlings.web import render
 from alignlings.web.context import call, get_exercise, lang_of, practice, render_page
 from alignlings.web.helpers import hints_taken, neighbours, page, web_statement
 from alignlings.web.i18n import learner, ui
+from alignlings.web.kinds import view_of
 
 router = APIRouter()
 
@@ -34,7 +35,7 @@ class DiffBody(BaseModel):
 
 def bug_exercise(request: Request, exercise_id: str) -> Exercise:
     ex = get_exercise(request, exercise_id)
-    if ex.kind_spec.web_page != "bug":  # the diff of buggy.py is this page's
+    if view_of(ex).page != "bug":  # the diff of buggy.py is this page's
         raise HTTPException(404, f"{exercise_id!r} is not a spot-the-bug drill")
     return ex
 
@@ -90,7 +91,7 @@ def bug_page(request: Request, ex: Exercise):
     code = last_code(request, ex) or ex.buggy_source
     strings = STRINGS.get(lang, STRINGS["en"])
     return render_page(
-        request, ex.kind_spec.template, nav="home", ex=ex, title=ex.title.get(lang, ex.id), s=strings,
+        request, view_of(ex).template, nav="home", ex=ex, title=ex.title.get(lang, ex.id), s=strings,
         statement_html=render.markdown(web_statement(texts.statement)), code=code,
         hints=[render.inline_markdown(h) for h in texts.hints[:taken]], hints_total=len(texts.hints),
         solved=solved, story_html=render.markdown(story) if story is not None else "",

@@ -22,6 +22,7 @@ from alignlings.web.i18n import ui
 from alignlings.web.context import call, ctx, get_exercise, graded, lang_of, practice, render_page
 from alignlings.web.checkqueue import client_key
 from alignlings.web.helpers import PAGES, hints_taken, public_question, web_statement  # noqa: F401 - re-exported
+from alignlings.web.kinds import view_of
 
 router = APIRouter()
 log = logging.getLogger("alignlings.web")
@@ -166,7 +167,7 @@ async def check(request: Request, exercise_id: str, body: CheckBody) -> dict:
         if verdict.get("level"):  # graded at level 4 or 5 (web/levels.py): the verdict as it is
             return verdict
         if body.fills is None:  # a whole file: its own line numbers are the ones the learner sees
-            return web_verdict.file_for_web(verdict, lang=lang) if ex.kind_spec.web_whole_file else verdict
+            return web_verdict.file_for_web(verdict, lang=lang) if view_of(ex).whole_file else verdict
         return web_verdict.for_web(verdict, template=template_for(ex, lang), fills=body.fills,
                                    graded_code=checked.code, lang=lang)
 
@@ -253,7 +254,7 @@ def answers_html(blanks: list[bl.Blank], todos: list[str], lang: str = "en") -> 
 def exercise_page(request: Request, exercise_id: str):
     lang = lang_of(request)
     ex = get_exercise(request, exercise_id)
-    own_page = PAGES.get(ex.kind_spec.web_page or "")  # a drill or quiz opens on its kind's own page
+    own_page = PAGES.get(view_of(ex).page or "")  # a drill or quiz opens on its kind's own page
     if own_page is not None:
         return own_page(request, ex)
     from alignlings.web import levels as web_levels
@@ -281,7 +282,7 @@ def exercise_page(request: Request, exercise_id: str):
                          for n, k in taken_per_blank.items() if 0 < n <= len(per_blank) and k > 0}
     for m in marks:
         m["message_html"] = render.inline_markdown(m["message"]) if "$" in m["message"] else html.escape(m["message"])
-    return render_page(request, ex.kind_spec.template, nav="home", ex=ex, title=ex.title.get(lang, ex.id),
+    return render_page(request, view_of(ex).template, nav="home", ex=ex, title=ex.title.get(lang, ex.id),
                        lv=web_levels.strings(lang), levels=web_levels.switch(ex, lang, None, row_levels(row)),
                        statement_html=render.markdown(web_statement(texts.statement)),
                        code_html=template_html(ex, lang, fills),

@@ -155,7 +155,7 @@ def _render(request: Request, ex: Exercise, results: dict[str, dict] | None = No
                        prev=prev, next=nxt, client={"lang": lang, "t": ui(lang)})
 
 
-@page("predict")  # the web_page of practice.kinds.predict
+@page("predict")  # the page of the predict kind (web.kinds)
 def predict_page(request: Request, ex: Exercise):
     """A predict item's page (``GET /exercises/{id}``): the questions, nothing of the answers."""
     return _render(request, ex)

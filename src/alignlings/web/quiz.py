@@ -9,13 +9,13 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from alignlings.content import kinds
 from alignlings.content.exercise import Exercise
 from alignlings.content.pack import QuizQuestion
 from alignlings.web import render
 from alignlings.web.context import call, lang_of, practice, render_page
 from alignlings.web.helpers import neighbours, page, public_question
 from alignlings.web.i18n import ui
+from alignlings.web.kinds import view_of
 
 router = APIRouter()
 
@@ -97,14 +97,14 @@ def quiz_page(request: Request, only: str | None = None):
     if only and len(exercises) == 1:  # a bug-or-not drill: an exercise among the others (issue 22)
         prev, nxt = neighbours(request, exercises[0], lang)
     # a drill opens on its kind's template; the Quiz page on the concept quiz's
-    template = exercises[0].kind_spec.template if only and len(exercises) == 1 else kinds.get("quiz").template
+    template = view_of(exercises[0] if only and len(exercises) == 1 else "quiz").template
     return render_page(request, template, nav="home" if only else "quiz", title=title, questions=questions,
                        rounds=rounds, prev=prev, next=nxt, drill=bool(only),
                        client={"lang": lang, "t": ui(lang), "questions": questions, "answered": answered,
                                "rounds": rounds, "next": nxt})
 
 
-@page("quiz")  # the web_page of practice.kinds.quiz and .bug_or_not
+@page("quiz")  # the page of the quiz and bug-or-not kinds (web.kinds)
 @page("bug-or-not")
 def drill_page(request: Request, ex: Exercise):
     """A quiz or bug-or-not exercise's own page (``GET /exercises/{id}``): the quiz page with only it."""

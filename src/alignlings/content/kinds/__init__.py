@@ -2,9 +2,10 @@
 the kind instead of branching on ``ex.kind`` across the code.
 
 A kind says how its exercise is answered and graded (a file through the grader, or options chosen),
-whether it has blanks, how ``alignlings dev check`` proves it beyond the texts, which web page and
-template show it, and its label. ``of(ex)`` returns the kind of an exercise; ``register`` adds one,
-so a new kind is one new module (plus its templates) that calls ``register``.
+whether it has blanks, how ``alignlings dev check`` proves it beyond the texts, what it brings to
+spaced review, and its label; how the web app and the CLI show it is theirs, registered by kind name
+in ``web.kinds`` and ``cli.kinds``. ``of(ex)`` returns the kind of an exercise; ``register`` adds one,
+so a new kind is one new module that calls ``register``, plus its two views (and templates).
 
 This package imports nothing that imports ``practice.pack`` (only ``Exercise`` for typing), also
 inside its methods (``packdata``, ``blanks``, ``bugdrill`` and the skeletons' text), so the pack
@@ -54,22 +55,12 @@ class Kind:
     starts_from_buggy_file: bool = False  # the learner's file starts as buggy.py (``Exercise.kind_spec.starts_from_buggy_file``)
     on_quiz_page: bool = False  # on the Quiz page and ``alignlings quiz`` without an id (the concept quiz)
     questions_file: str = "quiz.toml"  # where its questions are written (``questions``, dev check's lines)
-    web_page: str | None = None  # its own page in ``web.helpers.PAGES``; None: the fill-in page
-    template: str = "exercise.html"  # the web template of that page
-    web_whole_file: bool = False  # its page checks the whole file and shows cases in the page's terms
-    cli_wrote: str = "wrote"  # the ``alignlings start`` message key (cli/start.py)
     cli_answer: str = "quiz"  # the command that answers it when it is not a file (a notebook says so)
-    cli_not_file: str = "quiz_not_code"  # the [cli.errors] key when a command needs a file (start, check...)
     texts_need_hints: bool = True  # dev check wants hints and an explanation in texts/<lang>.toml
     first_answer_counts: bool = False  # the teacher's report judges its questions by the first answer (a prediction)
 
     def __init__(self) -> None:
         self.author_name = self.author_name or self.name
-
-    @property
-    def cli_next(self) -> str:
-        """The ``alignlings`` home message key that names it as the next exercise (cli/home.py)."""
-        return "next" if self.graded_as_file else "next_quiz"
 
     # -- what the learner works on -------------------------------------------------------------
     def blanks(self, ex: Exercise) -> list[Blank]:

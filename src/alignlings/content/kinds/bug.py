@@ -14,10 +14,6 @@ class Bug(Kind):
     label = {"en": "spot the bug", "zh": "找 bug"}
     graded_as_file = True
     starts_from_buggy_file = True
-    web_page = "bug"  # web/bugdrill.py
-    template = "bug.html"
-    web_whole_file = True
-    cli_wrote = "wrote_bug"
 
     def learner_file(self, ex, lang):
         return ex.buggy_source

@@ -14,9 +14,6 @@ class BugOrNot(Quiz):
     answered_by_choice = True
     on_quiz_page = False  # its own page, not the concept quiz
     questions_file = "bugornot.toml"
-    cli_not_file = "bug_or_not_not_code"  # named as itself, not as "the quiz"
-    web_page = "bug-or-not"  # web/quiz.py, the quiz page with only this drill
-    template = "quiz.html"
 
     def questions(self, ex):
         from alignlings.content.bugdrill import bug_or_not_questions

@@ -32,8 +32,6 @@ class Fill(Kind):
     label = {"en": "fill-in", "zh": "填空"}
     graded_as_file = True
     has_blanks = True
-    web_page = None  # web/exercises.py: the template with an input per blank
-    template = "exercise.html"
 
     def review_items(self, rv, ex):
         from alignlings.content.blanks import find_blanks

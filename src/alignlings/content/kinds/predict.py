@@ -22,10 +22,6 @@ class Predict(Kind):
     review_item_kinds = (ReviewItemKind("predict", "question"),)
     name = "predict"
     label = {"en": "predict", "zh": "预测"}
-    web_page = "predict"  # web/predict.py
-    template = "predict.html"
-    cli_not_file = "predict_not_code"
-    cli_next = "next_predict"  # the home screen's "Next: ..." key
     cli_answer = "predict"
     texts_need_hints = False  # a statement only (``TEXT_KEYS``): see ``text_problems``
     review_needs_grader = False  # the variant runs in its own process (practice.predict), not the grader

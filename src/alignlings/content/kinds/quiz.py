@@ -14,8 +14,6 @@ class Quiz(Kind):
     label = {"en": "quiz", "zh": "测验"}
     answered_by_choice = True
     on_quiz_page = True
-    web_page = "quiz"  # web/quiz.py
-    template = "quiz.html"
     review_needs_grader = False
 
     def dev_check(self, ex, grader):
