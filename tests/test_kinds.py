@@ -301,3 +301,36 @@ def test_review_asks_the_kind_for_its_items_prompts_and_verdicts(tmp_path, monke
     shown = rv.present(review, item)
     assert isinstance(shown, rv.QuizPrompt) and shown.options == ["3", "4"] and shown.title == "Toy"
     assert rv.check(review, item, 1)["correct"] and not rv.check(review, item, 0)["correct"]
+
+
+# -- review-item kinds say what they are: review and the web ask their fields, not their names ------
+def test_review_item_kinds_say_how_they_are_answered_weighed_and_retested():
+    from alignlings.content.kinds.fill import LEVEL_WEIGHT
+    from alignlings.grading.levels import WEIGHT
+
+    fields = {name: (k.answer, k.runs_code, k.fresh_inputs, k.mastery_weight, k.offered_before_met)
+              for name, k in kinds.REVIEW_ITEM_KINDS.items()}
+    assert fields == {  # what the branches on these names did before (issue 30)
+        "exercise": ("fills", True, False, 1.0, False), "misconception": ("fills", True, True, 1.0, False),
+        "cloze": ("fills", True, False, 1.0, False), "level": ("file", True, False, 2.0, True),
+        "quiz": ("choice", False, False, 1.0, False), "bug": ("file", True, False, 1.0, False),
+        "predict": ("choice", True, False, 1.0, False)}
+    assert LEVEL_WEIGHT == WEIGHT[4] == kinds.review_item_kind("level").mastery_weight
+    with pytest.raises(ValueError, match="answer one of fills, file, choice"):
+        kinds.ReviewItemKind("essay", "exercise", answer="text")
+
+
+def test_no_module_branches_on_a_review_item_kinds_name():
+    """Outside the kinds that bring them, code asks ``item.kind_spec``; the one rule left on a name
+    is the level item's own (``Review.level_offers`` finds it through its exercise/ item)."""
+    import re
+    from pathlib import Path
+
+    import alignlings
+
+    root = Path(alignlings.__file__).parent
+    branch = re.compile(r"\bitem\.kind\s*(==|!=|in\b|not in\b)")
+    found = [(path.relative_to(root).as_posix(), line.strip()) for path in sorted(root.rglob("*.py"))
+             if "content/kinds" not in path.as_posix()
+             for line in path.read_text(encoding="utf-8").splitlines() if branch.search(line)]
+    assert found == [("practice/review.py", 'if item.kind != "exercise":')], found

@@ -47,8 +47,9 @@ Mastery of a concept is the weighted mean FSRS retrievability :data:`MASTERY_HOR
 now of the items tagged with it that the learner has met: "will you still know it next month?" (right
 after a review every item's retrievability is 1, so "now" would hide a fresh lapse). Tags come from the pack: ``[concepts]`` in exercise.toml maps blank numbers to
 tags, ``concepts = [...]`` on a misconception or a quiz question (a misconception defaults to its
-blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concepts]`` table. A
-``level/`` item (writing the body) weighs ``levels.WEIGHT[4]`` (2) against 1 for every other item.
+blank's tags); names per language in the pack's ``texts/<lang>.toml`` ``[concepts]`` table. Each
+item weighs its kind's ``mastery_weight``: a ``level/`` item (writing the body) 2
+(``content.kinds.fill.LEVEL_WEIGHT``, as ``levels.WEIGHT[4]``), every other item 1.
 
 Time comes from a :class:`Clock`, so tests run a learner over weeks with a :class:`FixedClock`.
 
@@ -91,7 +92,6 @@ RERATINGS = {"hard": HARD, "good": GOOD, "easy": EASY}  # what a right answer ma
 MAX_FILE_CHARS = 100_000  # a bug drill's answer is a whole file
 DESIRED_RETENTION = 0.9  # the fsrs package's default
 MASTERY_HORIZON_DAYS = 30
-LEVEL_WEIGHT = 2.0  # a level-4 item's weight in a concept's mastery (practice.levels.WEIGHT[4]), others 1
 TAG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_REVIEW_VARIANTS = 4  # draws of fresh inputs a misconception's re-test cycles through (each is a trusted run)
 _log = logging.getLogger("alignlings.practice")
@@ -250,6 +250,11 @@ class Item:
     @property
     def uid(self) -> tuple[str, str]:
         return self.pack, self.key
+
+    @property
+    def kind_spec(self) -> kinds.ReviewItemKind:
+        """What its kind of item is (how it is answered, weighed, re-tested), from the registry."""
+        return kinds.review_item_kind(self.kind)
 
 
 def _tags(value: Any, where: str) -> tuple[str, ...]:
@@ -531,6 +536,8 @@ class Review:
         states = {(i.pack, i.key) for i, _ in self._states()}
         out = []
         for item, _ in self._states():
+            # the level item's own rule, not a kind's field: it is offered through the exercise/ item
+            # of the same exercise (both brought by the fill-in kind), once that one is reliable
             if item.kind != "exercise":
                 continue
             level = self._catalog.get((item.pack, "level/" + item.key.split("/", 1)[1]))
@@ -607,7 +614,7 @@ class Review:
                 state = states.get(uid)
                 if state is not None:
                     row["seen"] += 1
-                    weight = LEVEL_WEIGHT if item.kind == "level" else 1.0
+                    weight = item.kind_spec.mastery_weight
                     row["_r"].append((weight, retrievability(state["card"], now + timedelta(days=MASTERY_HORIZON_DAYS))))
                     row["due"] += _utc(state["due"]) < horizon
         names = concept_names(self.pack, lang)
@@ -835,8 +842,9 @@ def fresh_inputs(review: Review, item: Item) -> int:
     """Which draw of random inputs a re-test uses (``Grader.check(variant=...)``): a misconception's
     re-test gets other inputs at every review (1, 2, ..., :data:`MAX_REVIEW_VARIANTS`, then 1 again),
     so it is not passed by remembering the last run, while the grader's trusted runs and caches stay
-    bounded; other items are graded on the exercise's own cases (0)."""
-    if item.kind != "misconception":
+    bounded; other items are graded on the exercise's own cases (0). Which items: their kind's
+    ``fresh_inputs``."""
+    if not item.kind_spec.fresh_inputs:
         return 0
     done = sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
     return 1 + done % MAX_REVIEW_VARIANTS
@@ -845,8 +853,9 @@ def fresh_inputs(review: Review, item: Item) -> int:
 def misconception_variant(review: Review, item: Item) -> str:
     """How a misconception's re-test is asked this time: "blank" (write the fill) on its 1st, 3rd,
     ... review here, "fix" (the misconceived fill is shown in the blank; correct it) on the 2nd,
-    4th, ...; other items: "blank". Counted from the reviews made in review, not the history."""
-    if item.kind != "misconception":
+    4th, ...; other items: "blank". Counted from the reviews made in review, not the history. Which
+    items alternate: their kind's ``fresh_inputs``."""
+    if not item.kind_spec.fresh_inputs:
         return "blank"
     done = sum(r["source"] == "review" for r in review.store.review_log(pack=item.pack, item=item.key))
     return "fix" if done % 2 else "blank"

@@ -943,7 +943,8 @@ class Practice(InterviewMixin):
                                              for d in due])
 
     def review_item(self, pack_id: str, key: str):
-        """A review item the learner has met (one with a schedule); others are refused."""
+        """A review item the learner has met (one with a schedule), or one review offers before it is
+        met (its kind's ``offered_before_met``: a level item); others are refused."""
         engine = self.review()
         try:
             item = engine.item(pack_id, key)
@@ -951,7 +952,7 @@ class Practice(InterviewMixin):
             raise UsageError("item", str(exc), missing=True) from None
         engine.sync()
         met = self._read("review states", lambda: self.store.review_states(pack=item.pack), {})
-        if item.key not in met and not (item.kind == "level" and item in engine.level_offers()):
+        if item.key not in met and not (item.kind_spec.offered_before_met and item in engine.level_offers()):
             raise UsageError("item", f"item: {pack_id}/{key} is not an item you have met yet", missing=True)
         return item
 

@@ -109,7 +109,7 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     lang, session = lang_of(request), practice(request)
     item = call(session.review_item, body.pack, body.item)  # 404 unless the learner has met it
     value: Any = body.answer
-    if item.kind in ("bug", "level"):  # a whole file
+    if item.kind_spec.answer == "file":  # a whole file (a bug drill's fix, a level's body)
         if isinstance(value, str) and len(value) > rv.MAX_FILE_CHARS:
             raise HTTPException(422, f"answer: at most {rv.MAX_FILE_CHARS} characters for a file")
     elif isinstance(value, str) and len(value) > MAX_ANSWER_CHARS or isinstance(value, dict) and (
@@ -119,7 +119,8 @@ async def answer(request: Request, body: AnswerBody) -> dict:
     def grade():
         return session.review_answer(body.pack, body.item, value, seconds=body.seconds, lang=lang)
 
-    done = call(grade) if item.kind == "quiz" else await graded(request, grade, what=item.key)
+    # code runs (the sandbox, a predict variant): through the bounded grading queue; a quiz: at once
+    done = await graded(request, grade, what=item.key) if item.kind_spec.runs_code else call(grade)
     result = done.result
     for o in result.get("options") or []:  # questions answered by choosing (quiz, predict)
         o["why_html"] = render.inline_markdown(o["why"])

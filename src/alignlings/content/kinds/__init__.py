@@ -26,20 +26,45 @@ if TYPE_CHECKING:
     from alignlings.content.exercise import Exercise
 
 
+REVIEW_ANSWERS = ("fills", "file", "choice")  # what a review item's answer is (``ReviewItemKind.answer``)
+
+
 @dataclass(frozen=True)
 class ReviewItemKind:
     """A kind of spaced-review item (issue 30 §2), registered by the exercise kinds that bring it: an
     item's key is ``NAME/REST`` where REST starts with what ``names`` says, an exercise id
     ("exercise") or a question id ("question"). The store's import validation, review and the pack
-    loader all ask :data:`REVIEW_ITEM_KINDS`, so a kind of item cannot be known to one and not another."""
+    loader all ask :data:`REVIEW_ITEM_KINDS`, so a kind of item cannot be known to one and not another;
+    review and the web app ask its fields instead of branching on its name."""
 
     name: str
     names: str  # "exercise" or "question": what the key's part after NAME/ names
+    answer: str = "fills"
+    """What an answer is: "fills" (short code: a blank's fill, a cloze's ``{position: text}``),
+    "file" (a whole file: the web app allows ``practice.review.MAX_FILE_CHARS``) or "choice" (an
+    option's index). Default "fills"."""
+    runs_code: bool = True
+    """Judging an answer runs code (the grader's sandbox, or a predict item's variant in its own
+    process), so the web app queues it in its bounded grading queue; False: judged at once (a quiz
+    question). Default True."""
+    fresh_inputs: bool = False
+    """Each re-test draws other random inputs and alternates writing the fill with fixing the
+    misconceived one shown in the blank (``practice.review.fresh_inputs``, ``misconception_variant``),
+    so it is not passed by remembering the last run. Default False: the exercise's own cases, a blank."""
+    mastery_weight: float = 1.0
+    """Its weight in a concept's mastery (``Review.mastery``: a weighted mean of retrievability).
+    Default 1."""
+    offered_before_met: bool = False
+    """It may be answered before it was ever met, when review offers it (``Review.level_offers``: a
+    level item once its exercise is filled reliably). Default False: only items met have a schedule."""
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name or self.names not in ("exercise", "question"):
             raise ValueError(f"ReviewItemKind: expected a name without '/' naming an exercise or a question, "
                              f"got {self.name!r}, {self.names!r}")
+        if self.answer not in REVIEW_ANSWERS or not self.mastery_weight > 0:
+            raise ValueError(f"ReviewItemKind {self.name!r}: expected answer one of {', '.join(REVIEW_ANSWERS)} "
+                             f"and a positive mastery_weight, got {self.answer!r}, {self.mastery_weight!r}")
 
 
 class Kind:

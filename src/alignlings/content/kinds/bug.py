@@ -9,7 +9,7 @@ from alignlings.content.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Bug(Kind):
-    review_item_kinds = (ReviewItemKind("bug", "exercise"),)
+    review_item_kinds = (ReviewItemKind("bug", "exercise", answer="file"),)  # the whole fixed file
     name = "bug"
     label = {"en": "spot the bug", "zh": "找 bug"}
     graded_as_file = True

@@ -14,6 +14,7 @@ from alignlings.content.kinds import Kind, ReviewItemKind, register, skeletons
 
 MIN_MISCONCEPTIONS = 3  # named wrong answers with feedback, so a wrong blank is explained
 MIN_BLANK_HINTS = 2  # per blank, when an exercise gives per-blank hints at all
+LEVEL_WEIGHT = 2.0  # a level item's weight in a concept's mastery (grading.levels.WEIGHT[4]), others 1
 
 
 def given_blank_hints(ex, lang: str) -> tuple:
@@ -25,8 +26,14 @@ def given_blank_hints(ex, lang: str) -> tuple:
 
 
 class Fill(Kind):
-    review_item_kinds = (ReviewItemKind("exercise", "exercise"), ReviewItemKind("misconception", "exercise"),
-                         ReviewItemKind("cloze", "exercise"), ReviewItemKind("level", "exercise"))
+    review_item_kinds = (
+        ReviewItemKind("exercise", "exercise", answer="fills"),  # the hardest blank's fill
+        ReviewItemKind("misconception", "exercise", answer="fills", fresh_inputs=True),  # not passed by memory
+        ReviewItemKind("cloze", "exercise", answer="fills"),  # {position: text}
+        # the level-4 file (write the body): weighs as the level does, offered once the exercise is
+        # filled reliably (``Review.level_offers``), before the learner ever met it
+        ReviewItemKind("level", "exercise", answer="file", mastery_weight=LEVEL_WEIGHT, offered_before_met=True),
+    )
     name = "code"
     author_name = "fill"
     label = {"en": "fill-in", "zh": "填空"}

@@ -19,7 +19,8 @@ from alignlings.content.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Predict(Kind):
-    review_item_kinds = (ReviewItemKind("predict", "question"),)
+    # an option chosen, then the (cached) variant is run: queued like code
+    review_item_kinds = (ReviewItemKind("predict", "question", answer="choice"),)
     name = "predict"
     label = {"en": "predict", "zh": "预测"}
     cli_answer = "predict"

@@ -9,7 +9,8 @@ from alignlings.content.kinds import Kind, ReviewItemKind, register, skeletons
 
 
 class Quiz(Kind):
-    review_item_kinds = (ReviewItemKind("quiz", "question"),)  # a bug-or-not drill's questions too
+    # a bug-or-not drill's questions too; judged at once, nothing runs
+    review_item_kinds = (ReviewItemKind("quiz", "question", answer="choice", runs_code=False),)
     name = "quiz"
     label = {"en": "quiz", "zh": "测验"}
     answered_by_choice = True
