@@ -343,3 +343,162 @@ def test_a_blank_in_a_loop_is_judged_on_every_occurrence():
     judged = instrument.judge(1, recorder.records, results, rtol=1e-6, atol=1e-9)
     assert judged.passed is False and judged.occurrences == 3
     assert judged.misconception is None  # "x * 3" is wrong on the first occurrence, where the learner is right
+
+
+def _judge_here(source: str, learner: str, miscs: dict[int, dict[str, str]] | None = None, call=None):
+    """Record ``learner`` (located against ``source``) in this process, judge every blank on the
+    trusted side as the grader does; returns {blank: Judged}."""
+    from alignlings.grading import casejob, instrument, record
+
+    blanks = bl.find_blanks(source)
+    located = instrument.locate(learner, source, blanks)
+    assert located is not None
+    recorder = record.Recorder()
+    module = casejob.load_module(learner, recorder=recorder, sites=located.sites)
+    recorder.case = "here"
+    call(module)
+    recorder.end_case(None)
+    records = json.loads(json.dumps(recorder.records))  # as data, the way it crosses the boundary
+    spec = {str(b.index): {"fill": b.answer, "miscs": (miscs or {}).get(b.index, {})} for b in blanks}
+    results = casejob.judge_blanks({"reference": bl.reference(source, blanks), "blanks": spec,
+                                    "records": records})["results"]
+    return {b.index: instrument.judge(b.index, records, results, rtol=1e-6, atol=1e-7) for b in blanks}
+
+
+STATEMENT = '''import torch
+def shape(rewards, scores, last):
+    rewards = rewards.clone()
+    rewards[torch.arange(len(scores)), last] += scores  # BLANK: stmt
+    return rewards
+'''
+
+
+def test_a_statement_blank_is_judged_by_what_it_leaves_in_scope():
+    """Issue 29 §1: a statement blank is recorded before and after it runs; the reference statement
+    runs on the recorded scope on the trusted side and the names it touches are compared."""
+    def call(m):
+        m.shape(torch.zeros(3, 4), torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3, 1, 2]))
+
+    import torch
+
+    right = STATEMENT.replace("rewards[torch.arange(len(scores)), last] += scores  # BLANK: stmt",
+                              "rewards[range(3), last] = rewards[range(3), last] + scores")
+    assert _judge_here(STATEMENT, right, call=call)[1].passed is True
+    wrong = STATEMENT.replace("rewards[torch.arange(len(scores)), last] += scores  # BLANK: stmt",
+                              "rewards[:, -1] += scores")
+    judged = _judge_here(STATEMENT, wrong, {1: {"last-column": "rewards[:, -1] += scores"}}, call=call)[1]
+    assert judged.passed is False and judged.misconception == "last-column"
+    assert "rewards" in judged.failed["diff"]["path"]
+
+
+MODEL = '''import torch
+import torch.nn as nn
+class Head(nn.Module):
+    def __init__(self, backbone, hidden):
+        super().__init__()
+        self.backbone = backbone  # BLANK
+        for p in self.backbone.parameters():
+            p.requires_grad = False  # BLANK: stmt
+        self.head = nn.Linear(hidden, 1)  # BLANK
+    def forward(self, ids):
+        h = self.backbone(ids)  # BLANK
+        return self.head(h[:, -1]).squeeze(-1)  # BLANK
+'''
+
+
+def test_models_in_scope_are_sent_as_data():
+    """A torch.nn model (allowlisted classes), an object of the learner's own class (a bare module
+    with its children and parameters) and a freshly initialised layer (torch's random state) are
+    rebuilt on the trusted side: every blank of a small reward model is judged on its own."""
+    import torch
+
+    def call(m):
+        torch.manual_seed(0)
+        backbone = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 8), torch.nn.GELU())
+        m.Head(backbone, 8)(torch.randint(0, 20, (2, 5)))
+
+    judged = _judge_here(MODEL, MODEL, call=call)
+    assert all(j.passed is True for j in judged.values()), judged
+    wrong = MODEL.replace("p.requires_grad = False  # BLANK: stmt", "p.requires_grad = True") \
+        .replace("nn.Linear(hidden, 1)  # BLANK", "nn.Linear(hidden, hidden)")
+    judged = _judge_here(MODEL, wrong, {2: {"not-frozen": "p.requires_grad = True"},
+                                        3: {"wide": "nn.Linear(hidden, hidden)"}}, call=call)
+    assert (judged[2].passed, judged[2].misconception) == (False, "not-frozen")
+    assert (judged[3].passed, judged[3].misconception) == (False, "wide")
+    assert judged[1].passed is True
+
+
+def test_a_scalar_carries_its_graph_as_data():
+    """``torch.autograd.grad(loss, x)`` on the trusted side needs the learner's graph: a scalar in
+    scope is sent with its gradient with respect to each leaf in scope, and rebuilt as its value
+    plus that first-order term."""
+    import torch
+
+    source = '''import torch
+def weights(mask):
+    x = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+    loss = (x * mask).sum() / mask.sum()
+    return torch.autograd.grad(loss, x)[0]  # BLANK
+'''
+    def call(m):
+        m.weights(torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64))
+
+    assert _judge_here(source, source, call=call)[1].passed is True
+    wrong = source.replace("torch.autograd.grad(loss, x)[0]  # BLANK", "mask / mask.numel()")
+    assert _judge_here(source, wrong, call=call)[1].passed is False
+
+
+@pytest.fixture(scope="module")
+def both_packs(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ALIGNLINGS_HOME", str(tmp_path_factory.mktemp("home2")))
+    with Grader(load_pack(), warm=True) as g:
+        yield g
+    mp.undo()
+
+
+@pytest.mark.parametrize("exercise,blank,misconception", [
+    ("reward-model", 2, "backbone-not-frozen"),  # a statement, with an object of the learner's class in scope
+    ("reward-model", 3, "value-head-wrong-size"),  # a model built by the fill
+    ("ppo-value-and-kl", 4, None),  # a statement that changes a tensor in place
+    ("toy-grpo", 8, "sync-forgotten"),  # a statement on two transformers models
+    ("toy-grpo", 8, "sync-rebinds-old"),  # fails before its blank is reached: named by behaviour
+    ("grpo-aggregation", 5, None),  # autograd through the learner's own loss
+])
+def test_blanks_once_spliced_are_judged_from_the_learners_run_alone(both_packs, monkeypatch, exercise, blank,
+                                                                    misconception):
+    """The blanks that were judged by splicing the learner's fill into the reference (statements,
+    models or the learner's own class in scope, a loss's graph) are judged from the learner's own
+    run: a check runs exactly one job with learner code, and the verdict still names the blank and
+    its misconception."""
+    ex = both_packs.pack.get(exercise)
+    blanks = both_packs.blanks(ex)
+    if misconception is None:
+        m = next(m for m in ex.misconceptions if m.blank == blank)
+        misconception = m.id
+    fill = next(m.fill for m in ex.misconceptions if m.id == misconception)
+    jobs = []
+    real = Grader._run
+
+    def spy(self, target, payload, exercise_, *, trusted=False):
+        if not trusted:
+            jobs.append(target)
+        return real(self, target, payload, exercise_, trusted=trusted)
+
+    monkeypatch.setattr(Grader, "_run", spy)
+    fills = [fill if b.index == blank else b.answer for b in blanks]
+    verdict = both_packs.check(exercise, fills=fills, run_main=False, quick=True, variant=0)
+    assert jobs == [grader_module.RUN_CASES], jobs
+    entry = verdict["blanks"][blank - 1]
+    assert entry["passed"] is False and entry["misconception"] == misconception, entry
+    assert all(b["passed"] is True for b in verdict["blanks"] if b["index"] != blank), verdict["blanks"]
+
+
+@pytest.mark.slow
+def test_every_blank_of_both_packs_is_judged_from_the_learners_run(both_packs):
+    """No blank of the built-in packs falls back to the cases alone (``dev check`` says the same
+    per exercise): every reference fill, evaluated on the reference's own recorded scopes, gives
+    back the recorded values."""
+    missing = {ex.id: sorted({b.index for b in both_packs.blanks(ex)} - both_packs.trusted(ex).recorded)
+               for ex in both_packs.pack.fill_exercises()}
+    assert not {k: v for k, v in missing.items() if v}

@@ -303,8 +303,124 @@ def _rebuild(entry: Any) -> Any:
         value = values.to_torch(values.decode(entry["v"]))
         if entry.get("grad") and hasattr(value, "requires_grad_") and value.is_floating_point():
             value = value.clone().requires_grad_(True)
+        elif isinstance(entry.get("grad_items"), list) and isinstance(value, (list, tuple)):
+            items = {i for i in entry["grad_items"] if isinstance(i, int)}
+            value = type(value)(v.clone().requires_grad_(True) if i in items and hasattr(v, "requires_grad_")
+                                and v.is_floating_point() else v for i, v in enumerate(value))
         return value
+    if isinstance(entry.get("nn"), dict):
+        return _build_module(entry["nn"])
     return _OPAQUE
+
+
+def _build_module(spec: dict, depth: int = 0) -> Any:
+    """A model sent as data (``record._module_spec``) built again here: a torch.nn class from the
+    allowlist, a transformers model class from its config, or, for any other class, a bare
+    ``nn.Module`` holding the same children, parameters, buffers and plain attributes. Nothing of
+    the learner's class comes along: no method, no name that is looked up."""
+    import json
+
+    import torch
+    from alignlings.grading import record
+
+    if depth > 6 or not isinstance(spec, dict):
+        raise ValueError("model: malformed")
+    kind, cls, args = spec.get("kind"), spec.get("cls"), spec.get("args") or {}
+    children = {str(k): _build_module(v, depth + 1) for k, v in (spec.get("children") or {}).items()}
+    state = {str(k): values.to_torch(values.decode(v)) for k, v in (spec.get("state") or {}).items()}
+    if sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor)) > record.MAX_MODULE_ELEMENTS:
+        raise ValueError("model: too large")
+    if kind == "nn" and cls in record.NN_CLASSES:
+        known = record.NN_CLASSES[cls]
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in args.items() if k in known}
+        if cls == "Sequential":
+            m = torch.nn.Sequential(*(children[k] for k in sorted(children, key=int)))
+        elif cls == "ModuleList":
+            m = torch.nn.ModuleList([children[k] for k in sorted(children, key=int)])
+        elif cls == "ModuleDict":
+            m = torch.nn.ModuleDict(children)
+        else:
+            m = getattr(torch.nn, cls)(**kwargs)
+        if state:
+            m.load_state_dict(state, strict=not children)
+    elif kind == "hf" and isinstance(cls, str) and cls.isidentifier() and isinstance(args.get("config"), str):
+        import transformers
+
+        model_cls = getattr(transformers, cls, None)
+        if not (isinstance(model_cls, type) and issubclass(model_cls, transformers.PreTrainedModel)):
+            raise ValueError(f"model: {cls!r} is not a transformers model")
+        config = model_cls.config_class.from_dict(json.loads(args["config"]))
+        with torch.device("meta"):  # its size first, from the config alone: nothing is allocated
+            size = sum(p.numel() for p in model_cls(config).parameters())
+        if size > record.MAX_MODULE_ELEMENTS:
+            raise ValueError("model: too large")
+        m = model_cls(config)
+        m.load_state_dict(state, strict=False)
+    elif kind == "object":
+        m = torch.nn.Module()
+        for k, child in children.items():
+            m.add_module(k, child)
+        for k, v in (spec.get("attrs") or {}).items():
+            if str(k).isidentifier() and not str(k).startswith("_"):
+                setattr(m, str(k), values.to_torch(values.decode(v)))
+        for k, t in state.items():
+            m.register_parameter(k, torch.nn.Parameter(t)) if k in (spec.get("grad") or []) or t.is_floating_point() \
+                else m.register_buffer(k, t)
+    else:
+        raise ValueError("model: a class that cannot be built here")
+    grad = set(spec.get("grad") or [])
+    for name, p in m.named_parameters(recurse=kind == "hf"):
+        p.requires_grad_(name in grad)
+    m.train(bool(spec.get("training", True)))
+    for k, child in children.items():  # train() sets every child: each keeps its own mode
+        child.train(bool((spec["children"][k] or {}).get("training", True)))
+    return m
+
+
+def _linear(value: Any, lin: dict, ns: dict) -> Any:
+    """A scalar rebuilt with its graph as data (``record._linearise``): its value plus the first-order
+    term in the leaves it was computed from, so its gradient with respect to each is the learner's."""
+    import torch
+
+    out = value
+    for name, g in lin.items():
+        leaf = ns.get(name)
+        if isinstance(leaf, torch.Tensor) and leaf.requires_grad:
+            grad = values.to_torch(values.decode(g)).to(leaf.dtype)
+            out = out + (grad * (leaf - leaf.detach())).sum().to(value.dtype)
+    return out
+
+
+def _namespace(ref: types.ModuleType, scope: dict) -> tuple[dict, Any]:
+    """The reference module's names with a record's scope rebuilt over them, and torch's random
+    state at the blank (or ``_OPAQUE``). A name the learner's scope holds only as an opaque object
+    is removed, except a helper the exercise gives (a function, a class), which stays the reference's."""
+    rebuilt = {str(k): _rebuild(v) for k, v in scope.items()}
+    rng = rebuilt.pop("__torch_rng__", _OPAQUE)
+    ns = dict(ref.__dict__)
+    for k, v in rebuilt.items():
+        if v is not _OPAQUE:
+            ns[k] = v
+        elif not (scope[k].get("opaque") in ("function", "type") and callable(ns.get(k))):
+            ns.pop(k, None)
+    return ns, rng
+
+
+def _names(fill: str) -> list[str]:
+    """The names a statement blank's reference fill reads or binds: what its effect is judged on."""
+    import ast
+
+    try:
+        return sorted({n.id for n in ast.walk(ast.parse(fill)) if isinstance(n, ast.Name)})
+    except SyntaxError:
+        return []
+
+
+def _after(local: dict, names: Any) -> dict:
+    """The names a statement blank's scope holds after it ran, as record entries."""
+    from alignlings.grading import record
+
+    return {n: record.encode_item(local[n]) for n in names if isinstance(n, str) and n in local}
 
 
 _OPAQUE = object()
@@ -322,10 +438,10 @@ def judge_blanks(payload: dict) -> dict:
     "miscs": {id: entry or {"error"}}} or {"unjudged": reason}]}."""
     from alignlings.grading import record
 
-    torch = sys.modules.get("torch")
     ref = types.ModuleType("_alignlings_reference")
     with contextlib.redirect_stdout(_CappedIO()):
         exec(compile(payload["reference"], "solution.py", "exec"), ref.__dict__)  # noqa: S102 - pack code
+    torch = sys.modules.get("torch")  # imported by the reference (a judging job need not have it before)
     blanks = payload["blanks"]
     results: list[dict[str, Any]] = []
     for rec in payload["records"][:2000]:
@@ -335,27 +451,29 @@ def judge_blanks(payload: dict) -> dict:
             results.append({"unjudged": "malformed record"})
             continue
         try:
-            rebuilt = {str(k): _rebuild(v) for k, v in scope.items()}
-        except (values.DecodeError, TypeError, ValueError) as exc:
+            ns, rng = _namespace(ref, scope)
+        except Exception as exc:  # noqa: BLE001 - a scope that cannot be rebuilt is not judged this way
             results.append({"unjudged": f"unreadable scope ({type(exc).__name__})"})
             continue
-        rng = rebuilt.pop("__torch_rng__", _OPAQUE)
-        ns = dict(ref.__dict__)
-        for k, v in rebuilt.items():
-            if v is not _OPAQUE:
-                ns[k] = v
-            elif not (scope[k].get("opaque") in ("function", "type") and callable(ns.get(k))):
-                ns.pop(k, None)  # a helper the exercise gives (a function, a class) stays the reference's
         wanted = sorted(rec.get("vjp") or {}) if isinstance(rec.get("vjp"), dict) else []
+        after = _names(spec["fill"]) if isinstance(rec.get("after"), dict) else None
 
-        def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope) -> dict:
-            if torch is not None and rng is not _OPAQUE and isinstance(rng, torch.Tensor):
-                torch.set_rng_state(rng.to(torch.uint8))
-            local = dict(ns)
-            for k in wanted:  # fresh leaves, so each fill's gradient is its own
-                if isinstance(scope.get(k), dict):
-                    local[k] = _rebuild(scope[k])
+        def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope, after=after) -> dict:
             try:
+                # a statement changes what it touches: each fill runs on a scope of its own
+                local = dict(ns) if after is None else _namespace(ref, scope)[0]
+                if torch is not None and rng is not _OPAQUE and isinstance(rng, torch.Tensor):
+                    torch.set_rng_state(rng.to(torch.uint8))
+                for k in wanted:  # fresh leaves, so each fill's gradient is its own
+                    if isinstance(scope.get(k), dict):
+                        local[k] = _rebuild(scope[k])
+                for k, e in scope.items():  # scalars carrying their graph, on this run's leaves
+                    if isinstance(e, dict) and isinstance(e.get("lin"), dict) and k in local and k not in wanted:
+                        local[k] = _linear(local[k].detach(), e["lin"], local)
+                if after is not None:  # a statement blank: what it leaves in the names it touches
+                    with contextlib.redirect_stdout(_CappedIO()):
+                        exec(compile(fill, "<blank>", "exec"), local)  # noqa: S102 - pack code
+                    return {"after": _after(local, after)}
                 with contextlib.redirect_stdout(_CappedIO()):
                     value = eval(compile(fill, "<blank>", "eval"), local)  # noqa: S307 - pack code
                 out = record.encode_item(value)

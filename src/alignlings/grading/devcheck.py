@@ -111,6 +111,8 @@ def _check_exercise(ex: Exercise, grader) -> Report:
     report.checked.append("templates fail")
     report.problems += check_blanks_graded(ex, grader, blanks)
     report.checked.append("every blank graded")
+    report.problems += check_blanks_judged_alone(ex, grader, blanks)
+    report.checked.append("every blank judged on its own")
     for m in ex.misconceptions:
         if not 1 <= m.blank <= len(blanks):
             continue  # packlint reports the blank out of range at its line; there is nothing to grade
@@ -310,11 +312,23 @@ def check_blanks_graded(ex: Exercise, grader, blanks) -> list[str]:
     return problems
 
 
+def check_blanks_judged_alone(ex: Exercise, grader, blanks) -> list[str]:
+    """``FILE:LINE: blank N cannot be judged on its own`` for each blank that recording cannot judge:
+    its reference fill, evaluated on the reference's own recorded scopes, does not give back the
+    recorded values (``Grader._self_check``; e.g. it calls a method of a class the file defines).
+    Such a blank would be judged by the file's cases alone: no case or misconception of its own."""
+    alone = grader.trusted(ex).recorded
+    return [f"{ex.path / 'solution.py'}:{b.line}: blank {b.index} cannot be judged on its own (its reference "
+            f"fill, run on the values recorded in its scope, does not give the reference's value: a method of "
+            f"a class the file defines, or an object that cannot be sent as data?); it would be judged by the "
+            f"cases alone" for b in blanks if b.index not in alone]
+
+
 def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:
     """Every ``[[equivalent]]`` fill passes on its blank, and a file made of them passes.
 
     They are graded in rounds, the k-th equivalent of every blank together: the grader still judges
-    each blank alone (spliced into the reference), and a round costs one grading run.
+    each blank alone (from the recorded run), and a round costs one grading run.
     """
     problems = []
     by_blank: dict[int, list[str]] = {}

@@ -2,16 +2,18 @@
 
 Checking is by execution, never by comparing text: the exercise's cases (visible spec data, hidden
 randomised shapes, edge cases) run on the learner's module and, once per pack version, on the
-reference. Each learner fill is also spliced alone into the reference, so the verdict names exactly
-which blanks are wrong, with a known misconception's feedback (matched by behaviour) or a diff.
+reference. Each blank is also judged on its own, from the learner's own run (``record`` records its
+value and scope; the reference fill is evaluated on that scope in a trusted job, ``instrument``), so
+the verdict names exactly which blanks are wrong, with a known misconception's feedback (matched by
+behaviour) or a diff.
 
 Who holds what (a pass must be earned, whatever the learner's code does in its process):
 
 - The learner's whole file runs in a sandboxed job of its own (``casejob.run_cases``) that holds no
   reference code, no expected values and no comparison; the library and the packs are not even
   visible to it. It returns each case's value in a plain wire format (``values``).
-- Each per-blank splice (the reference with one learner fill in it) runs in another job, and can
-  reach neither the whole file's values nor its verdict.
+- No reference text is ever spliced into a job that runs learner code: a blank that recording
+  cannot judge is judged by the file's cases alone (``_by_cases``).
 - The reference's values and the misconceptions' values come from trusted jobs (pack code only),
   cached per exercise and pack version (``TrustedRun``).
 - Comparison, per-blank judgement and misconception matching happen here, in the caller's process,
@@ -32,7 +34,6 @@ learner's job (``casejob``), recording (``record``, ``instrument``), values and 
 from __future__ import annotations
 
 import ast
-import builtins
 import collections
 import contextlib
 import contextvars
@@ -146,11 +147,6 @@ def _seconds(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
-_BUILTIN_ERRORS = frozenset(name for name, obj in vars(builtins).items()
-                            if isinstance(obj, type) and issubclass(obj, BaseException))
-_FRAME_LINE = re.compile(r"^\s*line (\d+):", re.M)
-
-
 def _syntax_error(code: str) -> str | None:
     """None if ``code`` compiles, else "SyntaxError: <the parser's words>" (compiled, never run)."""
     try:
@@ -160,18 +156,6 @@ def _syntax_error(code: str) -> str | None:
     except (ValueError, OverflowError, RecursionError, MemoryError) as exc:  # e.g. a null byte, deep nesting
         return type(exc).__name__
     return None
-
-
-def _splice_error(text: str, line: int | None, fill: str, lang: str) -> str:
-    """What a splice's error may say: the exception's type if it is a built-in one (a class the
-    fill defines could be named after anything), and the learner's own fill when the error was
-    raised on the blank's line; never the message or a line of the reference around it."""
-    head = text.split(":", 1)[0].strip()
-    name = head if head in _BUILTIN_ERRORS else "Exception"
-    lines = {int(n) for n in _FRAME_LINE.findall(text)}
-    if line is not None and (line in lines or name in ("SyntaxError", "IndentationError", "TabError")):
-        return msg("raised_in_fill", lang, error=name, fill=fill.strip().splitlines()[0][:200])
-    return msg("raised_after_fill", lang, error=name)
 
 
 _SPEED_WORK_S = 0.03  # the calibration below on an ordinary 2023 server core, unloaded (0.02 s on a fast one)
@@ -519,8 +503,7 @@ class Grader:
         """The blanks that recording can judge: their reference fill, evaluated on the reference's
         own recorded scopes, gives back every recorded value (a scope that holds objects the
         trusted side cannot rebuild, a model say, fails this and the blank is spliced instead)."""
-        blanks = self.blanks(exercise)
-        indices = {b.index for b in blanks if b.target != "statement"}
+        indices = {b.index for b in self.blanks(exercise)}
         if not records or not indices:
             return []
         results = self._judge_records(exercise, records, indices)
@@ -605,45 +588,41 @@ class Grader:
             sub = Submission(code=sub.code, fills={i: located.fills.get(i) or sub.fills.get(i)
                                                    for i in set(sub.fills) | set(located.fills)})
         trusted = self.trusted(exercise, variant)
-        sited = {s["index"] for s in (located.sites if located else []) if s["kind"] == "expr"}
-        splices, skipped, recorded = {}, {}, set()
+        sited = {s["index"] for s in (located.sites if located else [])}
+        skipped, recorded, unjudged, syntax = {}, set(), set(), {}
         for b in blanks:
             fill = sub.fills.get(b.index)
             if fill is None or fill == bl.PLACEHOLDER:
                 continue
             if _same_code(fill, b.answer):
-                skipped[b.index] = True  # textually the reference: no need to run it alone
-            elif b.index in trusted.recorded and b.index in sited:
+                skipped[b.index] = True  # textually the reference: no need to judge it
+                continue
+            # a fill that does not parse is told here, from our own compile of it in place (never
+            # run): no job, and the parser's words instead of anything a job could have made up
+            syntax[b.index] = _syntax_error(bl.splice(source, blanks, b.index, fill))
+            if syntax[b.index] is not None:
+                continue
+            if b.index in trusted.recorded and b.index in sited:
                 recorded.add(b.index)  # judged in the learner's own run (``instrument``)
-                splices[b.index] = bl.splice(source, blanks, b.index, fill)  # compiled only, never run
             else:
-                splices[b.index] = bl.splice(source, blanks, b.index, fill)
-        # a fill that does not parse is told here, from our own compile: no job, and the parser's
-        # words (which name the fill's tokens) instead of anything a job could have made up
-        syntax = {i: _syntax_error(code) for i, code in splices.items()}
-        splices = {i: code for i, code in splices.items() if syntax[i] is None and i not in recorded}
-        recorded = {i for i in recorded if syntax[i] is None}
+                unjudged.add(b.index)  # not found in the file, or a blank recording cannot judge
         blank_names = [m["name"] for m in trusted.blank_cases()]
         names = blank_names if quick else trusted.names
         sites = [s for s in (located.sites if located else []) if s["index"] in recorded]
-        learner_future = self._pool.submit(self._run, RUN_CASES, {"check": check, "code": sub.code, "cases": names,
-                                                                  "run_main": run_main, "variant": variant,
-                                                                  "sites": sites},
-                                           exercise)
-        splice_futures = {i: self._pool.submit(self._run, RUN_CASES, {"check": check, "code": code,
-                                                                       "cases": blank_names, "run_main": False,
-                                                                       "variant": variant},
-                                               exercise)
-                          for i, code in splices.items()}
-        learner = learner_future.result()
+        # the learner's file is the only code that runs on the learner's behalf: no reference text
+        # is ever spliced into a job that holds learner code (issue 29)
+        learner = self._run(RUN_CASES, {"check": check, "code": sub.code, "cases": names, "run_main": run_main,
+                                        "variant": variant, "sites": sites}, exercise)
         records = learner.value.pop("records", None) if learner.ok and isinstance(learner.value, dict) else None
         verdict = self._judge_learner(exercise, trusted, learner, check, lang, names, variant)
         own = verdict.pop("_values", {})
-        recorded_verdicts = self._judge_recorded(exercise, trusted, records, recorded, verdict)
-        blank_verdicts = {i: self._judge_splice(exercise, trusted, f.result(), blank_names, i, variant,
-                                                fill=sub.fills.get(i) or "", lang=lang, own=own)
-                          for i, f in splice_futures.items()}
-        blank_verdicts.update(recorded_verdicts)
+        blank_verdicts = self._judge_recorded(exercise, trusted, records, recorded, verdict)
+        blank_verdicts.update(self._by_cases(unjudged, verdict))
+        for i, entry in blank_verdicts.items():  # judged by the cases: a known mistake by its behaviour
+            if entry["passed"] is False and entry["misconception"] is None and entry["failed_case"] is None:
+                named = self._misconception_by_behaviour(exercise, trusted, own, i, blank_names)
+                if named is not None:
+                    entry.update(misconception=named, error=None)
         blank_verdicts.update({i: {"passed": False, "load_error": text, "misconception": None, "failed_case": None,
                                    "error": None} for i, text in syntax.items() if text is not None})
         verdict["blanks"] = self._blank_entries(exercise, blanks, sub, skipped, blank_verdicts, verdict, lang)
@@ -665,11 +644,7 @@ class Grader:
         out: dict[int, dict] = {}
         error = (verdict.get("error") or {}).get("kind")
         if not isinstance(records, list) or not records:
-            cases_ok = bool(verdict.get("cases")) and all(c["passed"] for c in verdict["cases"])
-            for i in indices:  # never reached (an earlier error): the cases decide, or it is not checked
-                out[i] = {"passed": cases_ok, "load_error": None, "misconception": None, "failed_case": None,
-                          "error": None if cases_ok else (error or "not reached")}
-            return out
+            return self._by_cases(indices, verdict, "not reached")  # an earlier error: the cases decide
         records = records[:4000]
         results = self._judge_records(exercise, records, indices) or [{"unjudged": "job"}] * len(records)
         meta = {m["name"]: m for m in trusted.meta}
@@ -695,6 +670,32 @@ class Grader:
                                         "detail": None, "note": m.get("note") or None}
             out[i] = entry
         return out
+
+    @staticmethod
+    def _misconception_by_behaviour(exercise: Exercise, trusted: TrustedRun, own: dict, index: int,
+                                    names: list[str]) -> str | None:
+        """The misconception of blank ``index`` whose known behaviour (its fill in the reference, run
+        once on the trusted side) the learner's whole file shows on every per-blank case: how a
+        mistake is named when its blank is judged by the cases, e.g. one that fails before the blank
+        is reached (an assignment that makes a name local to its function)."""
+        names = [n for n in names if n in own]
+        for m in exercise.misconceptions:
+            behaviour = trusted.misconceptions.get(m.id)
+            if m.blank == index and names and behaviour is not None and all(n in behaviour for n in names) \
+                    and _same_behaviour(own, behaviour, names):
+                return m.id
+        return None
+
+    @staticmethod
+    def _by_cases(indices: set[int], verdict: dict, why: str = "not judged") -> dict[int, dict]:
+        """Blanks judged by the file's cases alone: a blank the learner's run never reached, or one
+        that recording cannot judge (not found in the file, or a scope the trusted side cannot
+        rebuild: ``dev check`` names such blanks to the pack's author). Right when every case
+        passed; otherwise wrong without a case or misconception of its own, saying why."""
+        cases_ok = bool(verdict.get("cases")) and all(c["passed"] for c in verdict["cases"])
+        error = (verdict.get("error") or {}).get("kind")
+        return {i: {"passed": cases_ok, "load_error": None, "misconception": None, "failed_case": None,
+                    "error": None if cases_ok else (error or why)} for i in indices}
 
     def _judge_learner(self, exercise: Exercise, trusted: TrustedRun, result, check: str, lang: str,
                        names: list[str], variant: int = 0) -> dict:
@@ -726,7 +727,7 @@ class Grader:
         if problem:
             verdict["error"] = {"kind": "forbidden", "message": msg("bad_report", lang) + f" ({problem})"}
             return verdict
-        verdict["_values"] = got  # for the splices' numbers (see _case_result); not part of the verdict
+        verdict["_values"] = got  # for levels' misconceptions (``levels``); not part of the verdict
         judged = self._predicates(exercise, check, trusted, value["cases"], got, names, variant)
         budget = _seconds(_ran_for(result, exercise))
         for m in (m for m in trusted.meta if m["name"] in got):
@@ -752,13 +753,10 @@ class Grader:
         return {n: [False, f"the check could not judge this value: {pr.error_message}"] for n in values}
 
     @staticmethod
-    def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None, *,
-                     own: CaseResult | None = None, splice: bool = False) -> dict:
+    def _case_result(meta: dict, got: CaseResult, expected: CaseResult, judged: list | None) -> dict:
         """One case judged. Numbers reach the learner only for visible cases: a hidden or edge case's
         diff says what kind of difference it is (``values.redact``), so its expected values cannot be
-        read back check by check. A splice ran in a process that held the reference, so its visible
-        numbers are shown only where the learner's own file (``own``, run without the reference)
-        gave the same value: a number the learner's code could not have carried out otherwise."""
+        read back check by check."""
         result: dict[str, Any] = {"name": meta["name"], "label": meta.get("label") or {}, "kind": meta["kind"],
                                   "passed": False, "error": got.error, "diff": None, "detail": None,
                                   "note": meta.get("note") or None}
@@ -775,60 +773,18 @@ class Grader:
                             numbers=not meta.get("tensor", False))
         if meta["kind"] != "visible":
             diff = vals.redact(diff)
-        elif splice and diff is not None:
-            same = own is not None and own.error is None and \
-                vals.compare(got.value, own.value, rtol=1e-6, atol=1e-9, equal_nan=True) is None
-            diff = diff if same else vals.redact(diff)
         return result | {"passed": diff is None, "diff": diff}
 
-    def _judge_splice(self, exercise: Exercise, trusted: TrustedRun, result, names: list[str],
-                      blank: int, variant: int = 0, *, fill: str = "", lang: str = "en",
-                      own: dict[str, CaseResult] | None = None) -> dict:
-        """One blank's verdict from its splice's values: passed, or the first failing case and the
-        misconception (of this blank) whose known behaviour it matches.
-
-        The splice ran in a process that held the reference, so nothing it says comes back as text:
-        an error is reduced to its type (a built-in exception's name, else "an exception") and
-        whether it was raised on the blank's own line, which is then shown as the learner's fill."""
-        verdict: dict[str, Any] = {"passed": False, "load_error": None, "misconception": None,
-                                   "failed_case": None, "error": None}
-        verdict["seconds"] = _seconds(_ran_for(result, exercise))
-        if not result.ok:
-            verdict["error"] = result.error_kind or "crashed"
-            return verdict
-        value = result.value
-        line = next((b.line for b in self.blanks(exercise) if b.index == blank), None)
-        if not isinstance(value, dict) or value.get("load_error"):
-            text = str((value or {}).get("load_error") or "") if isinstance(value, dict) else ""
-            verdict["load_error"] = _splice_error(text, line, fill, lang) if text else msg(
-                "splice_unreadable", lang)
-            return verdict
-        got, problem = _decode_cases(value.get("cases"), names)
+    def _passes(self, exercise: Exercise, trusted: TrustedRun, result, names: list[str]) -> bool:
+        """Whether a whole file's job (a cloze answer, say) passed every case of ``names``."""
+        if not result.ok or not isinstance(result.value, dict) or result.value.get("load_error"):
+            return False
+        got, problem = _decode_cases(result.value.get("cases"), names)
         if problem:
-            verdict["error"] = "forbidden"
-            return verdict
+            return False
         meta = {m["name"]: m for m in trusted.meta}
-        judged = self._predicates(exercise, self._check_source(exercise), trusted, value["cases"], got, names,
-                                  variant)
-        for name in names:
-            r = self._case_result(meta[name], got[name], trusted.expected[name], judged.get(name),
-                                  own=(own or {}).get(name), splice=True)
-            if not r["passed"]:
-                if r["error"] is not None and not (r.get("timed_out") or r.get("not_run")):
-                    r["error"] = _splice_error(r["error"], line, fill, lang)
-                r["seconds"] = verdict["seconds"]
-                r["detail"] = None if r["detail"] is None else str(r["detail"])[:200]
-                verdict["failed_case"] = r
-                break
-        if verdict["failed_case"] is None:
-            verdict["passed"] = True
-            return verdict
-        for m in exercise.misconceptions:
-            behaviour = trusted.misconceptions.get(m.id)
-            if m.blank == blank and behaviour is not None and _same_behaviour(got, behaviour, names):
-                verdict["misconception"] = m.id
-                break
-        return verdict
+        judged = self._predicates(exercise, self._check_source(exercise), trusted, result.value["cases"], got, names)
+        return all(self._case_result(meta[n], got[n], trusted.expected[n], judged.get(n))["passed"] for n in names)
 
     def _blank_entries(self, exercise: Exercise, blanks, sub: Submission, skipped: dict, results: dict,
                        verdict: dict, lang: str) -> list[dict]:
@@ -883,8 +839,7 @@ class Grader:
                    for key, code in variants.items()}
         out = {}
         for key, fut in futures.items():
-            res = self._judge_splice(exercise, trusted, fut.result(), names, blank=-1)
-            out[key] = bool(res["passed"])
+            out[key] = self._passes(exercise, trusted, fut.result(), names)
         return out
 
     def _limits(self, exercise: Exercise, trusted: bool = False, variants: int = 1):

@@ -132,6 +132,16 @@ def _entry(entry: Any) -> tuple[str, Any]:
         return "error", entry["error"][:2000]
     if "opaque" in entry:
         return "opaque", str(entry["opaque"])[:60]
+    if isinstance(entry.get("after"), dict):  # a statement blank: the names it touches, after it ran
+        try:
+            return "value", ({str(k): _canon(v) for k, v in list(entry["after"].items())[:64]}, False, {})
+        except (vals.DecodeError, TypeError, ValueError) as exc:
+            return "bad", str(exc)
+    if isinstance(entry.get("nn"), dict):
+        try:
+            return "value", (_model(entry["nn"]), False, {})
+        except (vals.DecodeError, TypeError, ValueError, RecursionError) as exc:
+            return "bad", str(exc)
     if "v" in entry:
         try:
             vjp = {}
@@ -144,7 +154,47 @@ def _entry(entry: Any) -> tuple[str, Any]:
     return "bad", "unknown form"
 
 
-def _learner(rec: dict) -> tuple[str, Any]:
+def _canon(entry: Any) -> Any:
+    """One name after a statement blank, as a comparable value: a tensor with whether it carries a
+    gradient, a model as data, anything else (a module, an opaque object) as its description."""
+    if not isinstance(entry, dict):
+        raise TypeError("entry: not a dict")
+    if isinstance(entry.get("nn"), dict):
+        return _model(entry["nn"])
+    if "v" in entry:
+        value = vals.decode(entry["v"])
+        return {"value": value, "requires_grad": bool(entry.get("grad"))} if isinstance(value, vals.TensorValue) \
+            else value
+    return f"<{entry.get('module') or entry.get('opaque') or 'unknown'}>"
+
+
+def _model(spec: dict, depth: int = 0) -> dict:
+    """A model sent as data (``record._module_spec``) as a comparable value: its class, settings,
+    mode, which parameters train, its tensors and its children."""
+    if depth > 6 or not isinstance(spec, dict):
+        raise ValueError("model: malformed")
+    return {"class": f"{spec.get('kind')}:{spec.get('cls')}", "args": _plain(spec.get("args") or {}),
+            "training": bool(spec.get("training")), "requires_grad": sorted(map(str, spec.get("grad") or [])),
+            "state": {str(k): vals.decode(v) for k, v in (spec.get("state") or {}).items()},
+            "attrs": {str(k): vals.decode(v) for k, v in (spec.get("attrs") or {}).items()},
+            "children": {str(k): _model(v, depth + 1) for k, v in (spec.get("children") or {}).items()}}
+
+
+def _plain(args: Any) -> dict:
+    """A model's constructor settings (plain JSON: numbers, strings, flags, lists of numbers)."""
+    if not isinstance(args, dict):
+        raise ValueError("model: malformed settings")
+    ok = (bool, int, float, str, type(None))
+    return {str(k): (list(v) if isinstance(v, list) else v) for k, v in list(args.items())[:32]
+            if isinstance(v, ok) or isinstance(v, list) and all(isinstance(x, ok) for x in v)}
+
+
+def _learner(rec: dict, keys: Any = None) -> tuple[str, Any]:
+    """The learner's value at a record; for a statement blank, the names ``keys`` (those the
+    reference statement touches) as they were after it ran."""
+    if isinstance(rec.get("after"), dict):
+        after = rec["after"]
+        return _entry({"after": {k: after.get(k, {"opaque": "missing: not in scope"}) for k in (keys or after)}})
     if "value" in rec:
         entry = rec["value"]
         if isinstance(entry, dict) and "vjp" in rec:
@@ -216,7 +266,7 @@ def judge(index: int, records: list[dict], results: list[dict], *, rtol: float, 
         kind_e, expected = _entry(res.get("expected"))
         if kind_e != "value":
             return Judged(None, occurrences=len(mine))
-        kind_g, got = _learner(rec)
+        kind_g, got = _learner(rec, _keys(res.get("expected")))
         if kind_g == "value":
             diff = _differ(expected, got, rtol, atol)
             if diff is not None:
@@ -245,9 +295,13 @@ def judge(index: int, records: list[dict], results: list[dict], *, rtol: float, 
                   misconception=misconception, occurrences=len(mine))
 
 
+def _keys(entry: Any) -> list[str] | None:
+    return sorted(entry["after"]) if isinstance(entry, dict) and isinstance(entry.get("after"), dict) else None
+
+
 def _matches(entry: Any, rec: dict) -> bool:
     kind_m, m = _entry(entry)
-    kind_g, got = _learner(rec)
+    kind_g, got = _learner(rec, _keys(entry))
     if kind_m == "value" and kind_g == "value":
         return _differ(m, got, 1e-4, 1e-5) is None
     if kind_m == "error" and kind_g == "error":
