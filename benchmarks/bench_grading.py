@@ -4,8 +4,8 @@
   bubblewrap sandbox), compared with a bare `python -c "import torch"`;
 - warm: one long-lived Grader(warm=True) (a fork server with torch imported) as used by watch mode
   and the web app.
-The submission fills one blank wrongly (a known misconception), so every check also runs the
-per-blank splices and the misconception matching.
+The submission fills one blank wrongly (a known misconception), so every check also judges the
+recorded blanks in a trusted job and matches the misconception.
 
     python benchmarks/bench_grading.py [--warm-n 50] [--cold-n 10] [--before GITREF]
 

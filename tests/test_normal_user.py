@@ -25,7 +25,7 @@ from alignlings.grading.sandbox import Limits
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
-SUITES = ["test_sandbox.py", "test_forgery.py", "test_isolation_attacks.py", "test_stop.py"]
+SUITES = ["test_sandbox.py", "test_forgery.py", "test_isolation_attacks.py", "test_stop.py", "test_trusted_judging.py"]
 
 
 def _as_user(argv: list[str], timeout: float, **extra_env: str) -> subprocess.CompletedProcess:

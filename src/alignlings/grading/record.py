@@ -6,9 +6,14 @@ file is parsed, each blank's expression is wrapped in two calls (``__alignlings_
 the values in scope just before the expression runs, ``__alignlings_value__`` its value) and the
 module is compiled with the learner's own line numbers, so tracebacks read as without recording.
 
+A statement blank is wrapped the same way by two calls around it (``__alignlings_before__``
+records the scope, ``__alignlings_after__`` the names in scope once it ran: ``after``).
+
 A record is plain data in ``values``' wire format: the blank, the case it ran under, the scope
 (tensors with their ``requires_grad``, numbers, strings, containers of them, allowlisted modules
-by name, anything else only by its type name) and the value or the error. The trusted side
+by name, models as data (``_module_spec``), a scalar's gradient with respect to the leaves in scope
+(``_linearise``), anything else only by its type name) and the value, the names after a
+statement, or the error. The trusted side
 evaluates the reference fill on the scope and compares (``instrument.judge``). Recording is bounded:
 ``MAX_OCCURRENCES`` per blank and case (a blank inside a loop), ``MAX_BYTES`` in all, ``MAX_NAMES``
 per scope.
@@ -176,6 +181,7 @@ class Recorder:
         self._leaves: dict[int, list[str]] = {}  # record -> the names of the scope's tensors with a gradient
         self.exprs: dict[int, Any] = {}  # blank -> its expression compiled alone (for ``gradients``)
         self._open: dict[int, list[int]] = {}  # blank -> its records whose statement has not ended
+        self._rng: dict[int, Any] = {}  # record -> torch's random state just before its blank ran
 
     def scope(self, index: int, frame: Any = None) -> int:
         """Record the caller's scope (or ``frame``'s) for blank ``index``; returns the record's
@@ -196,8 +202,9 @@ class Recorder:
         torch = sys.modules.get("torch")
         if torch is not None:
             _linearise(names, scope)
-            # last, just before the blank runs: reading the scope must not be what it draws after
-            scope["__torch_rng__"] = {"v": values.encode(torch.get_rng_state())}
+            # last, just before the blank runs (reading the scope must not be what it draws after);
+            # sent only if the blank draws from it (``_drew``): 5 KB a scope otherwise for nothing
+            self._rng[len(self.records)] = torch.get_rng_state()
         size = sum(_size(e) for e in scope.values())
         self._bytes += size
         self._key_bytes[key] = self._key_bytes.get(key, 0) + size
@@ -219,6 +226,7 @@ class Recorder:
         number = stack.pop()
         if not 0 <= number < len(self.records):
             return
+        self._drew(number)
         frame = sys._getframe(1)
         now: dict[str, Any] = {}
         for ns in (frame.f_globals, frame.f_locals):
@@ -229,11 +237,22 @@ class Recorder:
         self._bytes += sum(_size(e) for e in after.values())
         self.records[number]["after"] = after
 
+    def _drew(self, number: int) -> None:
+        """Keep torch's random state with the record if the blank drew from it (a sample, a fresh
+        layer's initialisation): the trusted side replays the reference fill from the same state."""
+        state = self._rng.pop(number, None)
+        torch = sys.modules.get("torch")
+        if state is not None and torch is not None and not torch.equal(state, torch.get_rng_state()):
+            entry = {"v": values.encode(state)}
+            self._bytes += _size(entry)
+            self.records[number]["scope"]["__torch_rng__"] = entry
+
     def value(self, number: int, value: Any) -> Any:
         stack = self._open.get(self.records[number]["blank"]) if 0 <= number < len(self.records) else None
         if stack and stack[-1] == number:
             stack.pop()
         if 0 <= number < len(self.records):
+            self._drew(number)
             entry = encode_item(value)
             self._bytes += _size(entry)
             self.records[number]["value"] = entry

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import warnings
 
-#: transformers versions the lean decoder's parity tests ran on: 5.24.x
-TESTED_TRANSFORMERS = ("5.24", "5.25")
+#: transformers versions the lean decoder's parity tests ran on: 5.24.x and 5.25.x
+TESTED_TRANSFORMERS = ("5.24", "5.26")
 #: torch versions the optimiser's bitwise tests ran on: 2.13.x
 TESTED_TORCH = ("2.13", "2.14")
 
