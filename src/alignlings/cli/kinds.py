@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from alignlings.content.kinds import Kind
+from alignlings.content.kinds import Kind, register_view, view_in
 
 if TYPE_CHECKING:
     from alignlings.content.exercise import Exercise
@@ -38,24 +38,13 @@ VIEWS: dict[str, KindView] = {}  # exercise kind name -> what the CLI says of it
 def register(kind_name: str, view: KindView) -> KindView:
     """Speak of exercises of kind ``kind_name`` as ``view``; registering another view for a kind
     that has one is an error."""
-    if not isinstance(kind_name, str) or not kind_name or not isinstance(view, KindView):
-        raise TypeError(f"register: expected a kind name and a KindView, got {kind_name!r}, {view!r}")
-    if VIEWS.get(kind_name, view) != view:
-        raise ValueError(f"register: kind {kind_name!r} already has a CLI view ({VIEWS[kind_name]!r})")
-    VIEWS[kind_name] = view
-    return view
+    return register_view(VIEWS, "cli", kind_name, view, KindView)
 
 
 def view_of(ex_or_kind: Exercise | Kind | str) -> KindView:
     """The CLI view of an exercise, a kind or a kind's name; a clear error naming the kind when none
     is registered."""
-    name = ex_or_kind if isinstance(ex_or_kind, str) else ex_or_kind.name if isinstance(ex_or_kind, Kind) \
-        else ex_or_kind.kind
-    try:
-        return VIEWS[name]
-    except KeyError:
-        raise KeyError(f"cli: no view registered for exercise kind {name!r} (alignlings.cli.kinds.register); "
-                       f"registered: {', '.join(VIEWS)}") from None
+    return view_in(VIEWS, "cli", ex_or_kind)
 
 
 # the built-in kinds (content/kinds/{fill,quiz,bug,bug_or_not,predict}.py)

@@ -330,6 +330,7 @@ def _build_module(spec: dict, depth: int = 0) -> Any:
     state = {str(k): values.to_torch(values.decode(v)) for k, v in (spec.get("state") or {}).items()}
     if sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor)) > record.MAX_MODULE_ELEMENTS:
         raise ValueError("model: too large")
+    m: Any
     if kind == "nn" and cls in record.NN_CLASSES:
         known = record.NN_CLASSES[cls]
         kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in args.items() if k in known}
@@ -349,7 +350,10 @@ def _build_module(spec: dict, depth: int = 0) -> Any:
         model_cls = getattr(transformers, cls, None)
         if not (isinstance(model_cls, type) and issubclass(model_cls, transformers.PreTrainedModel)):
             raise ValueError(f"model: {cls!r} is not a transformers model")
-        config = model_cls.config_class.from_dict(json.loads(args["config"]))
+        config_cls = model_cls.config_class
+        if config_cls is None:
+            raise ValueError(f"model: {cls!r} has no config class")
+        config = config_cls.from_dict(json.loads(args["config"]))
         with torch.device("meta"):  # its size first, from the config alone: nothing is allocated
             size = sum(p.numel() for p in model_cls(config).parameters())
         if size > record.MAX_MODULE_ELEMENTS:
@@ -397,6 +401,7 @@ def _namespace(ref: types.ModuleType, scope: dict) -> tuple[dict, Any]:
     is removed, except a helper the exercise gives (a function, a class), which stays the reference's."""
     rebuilt = {str(k): _rebuild(v) for k, v in scope.items()}
     rng = rebuilt.pop("__torch_rng__", _OPAQUE)
+    rebuilt.pop("__torch_grad__", None)
     ns = dict(ref.__dict__)
     for k, v in rebuilt.items():
         if v is not _OPAQUE:
@@ -407,7 +412,7 @@ def _namespace(ref: types.ModuleType, scope: dict) -> tuple[dict, Any]:
 
 
 def _names(fill: str) -> list[str]:
-    """The names a statement blank's reference fill reads or binds: what its effect is judged on."""
+    """The names a statement reads or binds: what a statement blank's effect is judged on."""
     import ast
 
     try:
@@ -456,7 +461,9 @@ def judge_blanks(payload: dict) -> dict:
             results.append({"unjudged": f"unreadable scope ({type(exc).__name__})"})
             continue
         wanted = sorted(rec.get("vjp") or {}) if isinstance(rec.get("vjp"), dict) else []
-        after = _names(spec["fill"]) if isinstance(rec.get("after"), dict) else None
+        # a statement blank: judged on the names its reference fill, or a misconception's, reads or binds
+        after = sorted({n for fill in [spec["fill"], *(spec.get("miscs") or {}).values()] for n in _names(fill)}) \
+            if isinstance(rec.get("after"), dict) else None
 
         def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope, after=after) -> dict:
             try:
@@ -470,11 +477,14 @@ def judge_blanks(payload: dict) -> dict:
                 for k, e in scope.items():  # scalars carrying their graph, on this run's leaves
                     if isinstance(e, dict) and isinstance(e.get("lin"), dict) and k in local and k not in wanted:
                         local[k] = _linear(local[k].detach(), e["lin"], local)
+                # gradients as at the blank (inside ``torch.no_grad()`` there, or not)
+                grad = contextlib.nullcontext() if torch is None else torch.set_grad_enabled(
+                    (scope.get("__torch_grad__") or {}).get("v") is not False)
                 if after is not None:  # a statement blank: what it leaves in the names it touches
-                    with contextlib.redirect_stdout(_CappedIO()):
+                    with contextlib.redirect_stdout(_CappedIO()), grad:
                         exec(compile(fill, "<blank>", "exec"), local)  # noqa: S102 - pack code
                     return {"after": _after(local, after)}
-                with contextlib.redirect_stdout(_CappedIO()):
+                with contextlib.redirect_stdout(_CappedIO()), grad:
                     value = eval(compile(fill, "<blank>", "eval"), local)  # noqa: S307 - pack code
                 out = record.encode_item(value)
                 if wanted:

@@ -169,6 +169,17 @@ def _size(entry: Any) -> int:
     return 64
 
 
+def _names_in(frame: Any) -> dict[str, Any]:
+    """The names a frame sees (its module's, then its own; at most ``MAX_NAMES`` of each), without
+    dunder names (the recorder's own hooks among them)."""
+    names: dict[str, Any] = {}
+    for ns in (frame.f_globals, frame.f_locals):
+        for name, v in list(ns.items())[:MAX_NAMES]:
+            if not name.startswith("__"):
+                names[name] = v
+    return names
+
+
 class Recorder:
     """Collects records while the cases run; ``case`` is set by the case runner."""
 
@@ -193,15 +204,13 @@ class Recorder:
                 n >= ALWAYS and self._key_bytes.get(key, 0) > KEY_BYTES):
             return -1
         self._counts[key] = n + 1
-        names: dict[str, Any] = {}
-        for ns in (frame.f_globals, frame.f_locals):
-            for name, v in list(ns.items())[:MAX_NAMES]:
-                if not name.startswith("__"):
-                    names[name] = v
+        names = _names_in(frame)
         scope = {name: encode_item(v) for name, v in names.items()}
         torch = sys.modules.get("torch")
         if torch is not None:
             _linearise(names, scope)
+            if not torch.is_grad_enabled():  # inside ``torch.no_grad()``: replayed so on the trusted side
+                scope["__torch_grad__"] = {"v": False}
             # last, just before the blank runs (reading the scope must not be what it draws after);
             # sent only if the blank draws from it (``_drew``): 5 KB a scope otherwise for nothing
             self._rng[len(self.records)] = torch.get_rng_state()
@@ -227,13 +236,7 @@ class Recorder:
         if not 0 <= number < len(self.records):
             return
         self._drew(number)
-        frame = sys._getframe(1)
-        now: dict[str, Any] = {}
-        for ns in (frame.f_globals, frame.f_locals):
-            for name, v in list(ns.items())[:MAX_NAMES]:
-                if not name.startswith("__"):
-                    now[name] = v
-        after = {name: encode_item(v) for name, v in now.items()}
+        after = {name: encode_item(v) for name, v in _names_in(sys._getframe(1)).items()}
         self._bytes += sum(_size(e) for e in after.values())
         self.records[number]["after"] = after
 

@@ -16,7 +16,7 @@ kind gets the review module as an argument (``rv``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from alignlings.i18n import LANGS
 from alignlings.content.packdata import PackError, QuizQuestion, read_quiz_questions
@@ -65,6 +65,34 @@ class ReviewItemKind:
         if self.answer not in REVIEW_ANSWERS or not self.mastery_weight > 0:
             raise ValueError(f"ReviewItemKind {self.name!r}: expected answer one of {', '.join(REVIEW_ANSWERS)} "
                              f"and a positive mastery_weight, got {self.answer!r}, {self.mastery_weight!r}")
+
+
+V = TypeVar("V")
+
+
+def register_view(views: dict[str, V], where: str, kind_name: str, view: V, view_type: type) -> V:
+    """Add ``view`` (how an interface, ``where``, shows exercises of kind ``kind_name``) to that
+    interface's ``views``; registering another view for a kind that has one is an error. The CLI
+    (``cli.kinds``) and the web app (``web.kinds``) each keep such a table: a kind says what it is,
+    the interfaces say how they show it."""
+    if not isinstance(kind_name, str) or not kind_name or not isinstance(view, view_type):
+        raise TypeError(f"register: expected a kind name and a {view_type.__name__}, got {kind_name!r}, {view!r}")
+    if views.get(kind_name, view) != view:
+        raise ValueError(f"register: kind {kind_name!r} already has a {where} view ({views[kind_name]!r})")
+    views[kind_name] = view
+    return view
+
+
+def view_in(views: dict[str, V], where: str, ex_or_kind: Any) -> V:
+    """The view in ``views`` of an exercise, a kind or a kind's name; a clear error naming the kind
+    when the interface ``where`` registered none."""
+    name = ex_or_kind if isinstance(ex_or_kind, str) else ex_or_kind.name if isinstance(ex_or_kind, Kind) \
+        else ex_or_kind.kind
+    try:
+        return views[name]
+    except KeyError:
+        raise KeyError(f"{where}: no view registered for exercise kind {name!r} (alignlings.{where}.kinds.register); "
+                       f"registered: {', '.join(views)}") from None
 
 
 class Kind:
