@@ -286,6 +286,18 @@ def warm_up() -> None:
     opt = torch.optim.Adam([x], lr=1e-3)
     opt.step()
     values.encode((x.grad, y, 1.0))
+    # one blank recorded and judged, so a forked job finds recording's and judging's paths warm
+    # (numpy's array format, the AST and compile caches): ~15 ms less per trusted judgement
+    from alignlings.grading import record
+
+    code = "import torch\ndef f(x):\n    return torch.sigmoid(x) * 2\n"
+    recorder = record.Recorder()
+    module = load_module(code, recorder=recorder, sites=[{"index": 1, "kind": "expr", "line": 3, "col": 11,
+                                                          "end_line": 3, "end_col": 31}])
+    recorder.case = "warm-up"
+    module.f(x)
+    judge_blanks({"reference": code, "blanks": {"1": {"fill": "torch.sigmoid(x) * 2", "miscs": {"m": "x"}}},
+                  "records": recorder.records})
 
 
 def _rebuild(entry: Any) -> Any:
