@@ -18,6 +18,7 @@ This module, ``values`` and ``checks`` are all of alignlings a job can import (s
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import signal
 import sys
@@ -407,11 +408,13 @@ def _linear(value: Any, lin: dict, ns: dict) -> Any:
     return out
 
 
-def _namespace(ref: types.ModuleType, scope: dict) -> tuple[dict, Any]:
-    """The reference module's names with a record's scope rebuilt over them, and torch's random
-    state at the blank (or ``_OPAQUE``). A name the learner's scope holds only as an opaque object
-    is removed, except a helper the exercise gives (a function, a class), which stays the reference's."""
-    rebuilt = {str(k): _rebuild(v) for k, v in scope.items()}
+def _namespace(ref: types.ModuleType, scope: dict, needed: set[str] | None = None) -> tuple[dict, Any]:
+    """The reference module's names with a record's scope rebuilt over them (only the ``needed``
+    ones when given: the names the fills read), and torch's random state at the blank (or
+    ``_OPAQUE``). A name the learner's scope holds only as an opaque object is removed, except a
+    helper the exercise gives (a function, a class), which stays the reference's."""
+    keep = None if needed is None else needed | {"__torch_rng__", "__torch_grad__"}
+    rebuilt = {str(k): _rebuild(v) for k, v in scope.items() if keep is None or k in keep}
     rng = rebuilt.pop("__torch_rng__", _OPAQUE)
     rebuilt.pop("__torch_grad__", None)
     ns = dict(ref.__dict__)
@@ -423,14 +426,16 @@ def _namespace(ref: types.ModuleType, scope: dict) -> tuple[dict, Any]:
     return ns, rng
 
 
-def _names(fill: str) -> list[str]:
-    """The names a statement reads or binds: what a statement blank's effect is judged on."""
+@functools.lru_cache(maxsize=1024)
+def _names(fill: str) -> tuple[str, ...]:
+    """The names a fill reads or binds: what is rebuilt for it, and what a statement blank's effect
+    is judged on."""
     import ast
 
     try:
-        return sorted({n.id for n in ast.walk(ast.parse(fill)) if isinstance(n, ast.Name)})
+        return tuple(sorted({n.id for n in ast.walk(ast.parse(fill)) if isinstance(n, ast.Name)}))
     except SyntaxError:
-        return []
+        return ()
 
 
 def _after(local: dict, names: Any) -> dict:
@@ -467,20 +472,22 @@ def judge_blanks(payload: dict) -> dict:
         if spec is None or not isinstance(scope, dict):
             results.append({"unjudged": "malformed record"})
             continue
+        fills = [spec["fill"], *(spec.get("miscs") or {}).values()]
+        needed = {n for fill in fills for n in _names(fill)}  # what a fill reads: the rest is not rebuilt
         try:
-            ns, rng = _namespace(ref, scope)
+            ns, rng = _namespace(ref, scope, needed)
         except Exception as exc:  # noqa: BLE001 - a scope that cannot be rebuilt is not judged this way
             results.append({"unjudged": f"unreadable scope ({type(exc).__name__})"})
             continue
-        wanted = sorted(rec.get("vjp") or {}) if isinstance(rec.get("vjp"), dict) else []
+        # gradients with respect to the names a fill reads (any other's is zero for every fill)
+        wanted = sorted(set(rec.get("vjp") or {}) & needed) if isinstance(rec.get("vjp"), dict) else []
         # a statement blank: judged on the names its reference fill, or a misconception's, reads or binds
-        after = sorted({n for fill in [spec["fill"], *(spec.get("miscs") or {}).values()] for n in _names(fill)}) \
-            if isinstance(rec.get("after"), dict) else None
+        after = sorted(needed) if isinstance(rec.get("after"), dict) else None
 
         def run(fill: str, ns=ns, rng=rng, wanted=wanted, scope=scope, after=after) -> dict:
             try:
                 # a statement changes what it touches: each fill runs on a scope of its own
-                local = dict(ns) if after is None else _namespace(ref, scope)[0]
+                local = dict(ns) if after is None else _namespace(ref, scope, needed)[0]
                 if torch is not None and rng is not _OPAQUE and isinstance(rng, torch.Tensor):
                     torch.set_rng_state(rng.to(torch.uint8))
                 for k in wanted:  # fresh leaves, so each fill's gradient is its own
