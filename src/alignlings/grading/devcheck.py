@@ -320,8 +320,7 @@ def check_blanks_judged_alone(ex: Exercise, grader, blanks) -> list[str]:
     alone = grader.trusted(ex).recorded
     return [f"{ex.path / 'solution.py'}:{b.line}: blank {b.index} cannot be judged on its own (its reference "
             f"fill, run on the values recorded in its scope, does not give the reference's value: a method of "
-            f"a class the file defines, or an object that cannot be sent as data?); it would be judged by the "
-            f"cases alone" for b in blanks if b.index not in alone]
+            f"a class the file defines?); only the cases would judge it" for b in blanks if b.index not in alone]
 
 
 def check_equivalents(ex: Exercise, grader, blanks) -> list[str]:
