@@ -355,3 +355,22 @@ def stop_answering(payload: dict) -> None:
     process would; the supervisor must end it at the wall limit."""
     os.kill(os.getpid(), signal.SIGSTOP)
     time.sleep(3600)
+
+
+def own_start(payload: dict) -> dict:
+    """When this process was forked (clock ticks since boot: the same clock as the host's /proc),
+    and what its open descriptors are."""
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    fds = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return {"start": start, "fds": fds}
+
+
+def hold(payload: dict) -> str:
+    time.sleep(float(payload.get("seconds", 1.0)))
+    return "held"

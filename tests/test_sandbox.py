@@ -28,6 +28,7 @@ from alignlings.grading.sandbox import (
     _Outcome,
     run_job,
 )
+from alignlings.grading.sandbox.forkserver import SPARES
 
 TESTS = str(Path(__file__).resolve().parent)
 SECRET = "alignlings-test-secret-7f3a"
@@ -508,3 +509,92 @@ def test_caller_mistakes_raise_before_anything_runs(warm):
 def test_workdir_files_must_stay_inside():
     with pytest.raises(ValueError, match="workdir_files"):
         run_job("sandbox_targets:echo", {}, workdir_files={"../escape.txt": "x"}, extra_pythonpath=[TESTS])
+
+
+# -- spares: children the fork server forks ahead of their job ------------------------------------
+def _spares_of(server: int) -> dict[int, int]:
+    """The fork server's children now (spares, and jobs that run): {host pid: start in clock ticks}."""
+    out = {}
+    for task in os.listdir(f"/proc/{server}/task"):
+        try:
+            with open(f"/proc/{server}/task/{task}/children") as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    out[pid] = int(f.read().rsplit(")", 1)[1].split()[19])
+            except OSError:
+                pass
+    return out
+
+
+def _wait_for_spares(server: int) -> dict[int, int]:
+    deadline = time.monotonic() + 60
+    while len(spares := _spares_of(server)) < SPARES and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(spares) >= SPARES, spares
+    return spares
+
+
+def _ticks_now() -> int:
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def test_warm_jobs_run_in_children_forked_ahead_of_them(warm):
+    """Forking the server (torch imported) is most of a warm job's start, so it keeps ``SPARES``
+    children forked ahead; a job is one of them, forked before its request was sent, and holds no
+    socket (no way to hand a spare a request of its own)."""
+    spares = _wait_for_spares(warm.server_pid)
+    time.sleep(0.2)  # the clock moves on: a job forked on request would start after this
+    sent = _ticks_now()
+    result = warm.run("sandbox_targets:own_start", {})
+    assert result.ok, result
+    assert result.value["start"] < sent and result.value["start"] in spares.values(), (result.value, spares, sent)
+    assert not [t for t in result.value["fds"].values() if t.startswith("socket:")], result.value["fds"]
+    _wait_for_spares(warm.server_pid)  # and the spare used is replaced
+
+
+def test_warm_jobs_beyond_the_spares_are_forked_on_request_and_hold_no_socket(warm):
+    """More jobs at once than spares: the rest are forked on request, and they too hold no
+    descriptor to a spare's socket (with one, a job could send a spare a request of its own)."""
+    _wait_for_spares(warm.server_pid)
+    results: list[SandboxResult] = []
+    threads = [threading.Thread(target=lambda: results.append(warm.run("sandbox_targets:own_start", {})))
+               for _ in range(SPARES + 2)]
+    holders = [threading.Thread(target=lambda: warm.run("sandbox_targets:hold", {"seconds": 1.0}))
+               for _ in range(SPARES)]
+    for t in holders + threads:
+        t.start()
+    for t in holders + threads:
+        t.join(120)
+    assert len(results) == SPARES + 2 and all(r.ok for r in results), results
+    for r in results:
+        assert not [t for t in r.value["fds"].values() if t.startswith("socket:")], r.value["fds"]
+
+
+def test_a_spare_that_died_waiting_is_replaced():
+    """A spare killed while it waits (the kernel's OOM killer, say) is reaped and replaced."""
+    with WarmSandbox(preload=[], extra_pythonpath=[TESTS]) as sandbox:
+        server = sandbox.server_pid
+        spares = _wait_for_spares(server)
+        for pid in spares:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30  # reaped by the server (a job handed over meanwhile dies with it)
+        while set(_spares_of(server)) & set(spares) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = sandbox.run("sandbox_targets:echo", {"n": 1})
+        assert result.ok, result
+        assert not set(_wait_for_spares(server)) & set(spares)
+
+
+def test_spares_end_with_their_server():
+    with WarmSandbox(preload=[], extra_pythonpath=[TESTS]) as sandbox:
+        spares = _wait_for_spares(sandbox.server_pid)
+    deadline = time.monotonic() + 30
+    while (alive := [p for p in spares if _process_table().get(p, (0, "Z"))[1] != "Z"]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive

@@ -192,10 +192,7 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
     blank_at = {b.line - 1: b for b in blanks}  # template line index -> blank (render keeps line numbers)
     src_lines = source.splitlines()
 
-    def significant(text):
-        return [(i, code.strip()) for i, code in enumerate(_code_lines(text)) if code.strip()]
-
-    sig_t, sig_l = significant("\n".join(tmpl_lines)), significant(learner)
+    sig_t, sig_l = _significant("\n".join(tmpl_lines)), _significant_lines(learner)
     matcher = difflib.SequenceMatcher(None, [c for _, c in sig_t], [c for _, c in sig_l], autojunk=False)
     fills: dict[int, str | None] = {b.index: None for b in blanks}
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -227,6 +224,17 @@ def extract_fills(learner: str, source: str, blanks: list[Blank]) -> dict[int, s
             if len(found) == 1 and fits(found[0]):
                 fills[b.index] = found[0][len(before): len(found[0]) - len(after)].strip()
     return fills
+
+
+@functools.lru_cache(maxsize=128)
+def _significant(template: str) -> tuple[tuple[int, str], ...]:
+    """``_significant_lines`` of a template, computed once."""
+    return tuple(_significant_lines(template))
+
+
+def _significant_lines(text: str) -> list[tuple[int, str]]:
+    """The text's non-empty code lines (``_code_lines``), stripped, with their line index."""
+    return [(i, code.strip()) for i, code in enumerate(_code_lines(text)) if code.strip()]
 
 
 def _code_lines(text: str) -> list[str]:

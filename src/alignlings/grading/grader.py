@@ -54,7 +54,7 @@ from alignlings.content import blanks as bl
 from alignlings.grading import instrument
 from alignlings.grading import values as vals
 from alignlings.grading.behaviour import CaseResult, _decode_cases, _same_behaviour  # noqa: F401 - re-exported
-from alignlings.grading.casejob import NOT_RUN, TIMED_OUT
+from alignlings.grading.casejob import NOT_RUN, TIMED_OUT, _names
 from alignlings.content.checks import MAX_VARIANTS
 from alignlings.grading.feedback import describe_case, msg
 from alignlings.content.exercise import Exercise
@@ -65,7 +65,9 @@ RUN_CASES = "alignlings.grading.casejob:run_cases"
 RUN_TRUSTED = "alignlings.grading.casejob:run_trusted"
 JUDGE_PREDICATES = "alignlings.grading.casejob:judge_predicates"
 JUDGE_BLANKS = "alignlings.grading.casejob:judge_blanks"
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+JUDGED_BYTES = 4 << 20
+"""At most this much of a trusted run's own judgements (``TrustedRun.judged``) is kept with it."""
 MEMORY_CACHE = 64
 """Trusted runs (an exercise's reference values for one draw of inputs) kept in memory, least
 recently used first out."""
@@ -87,6 +89,7 @@ def _same_code(a: str, b: str) -> bool:
 class Submission:
     code: str
     fills: dict[int, str | None]
+    located: instrument.Located | None = None  # each blank found by statement shape, where the file parses
 
 
 class GradingError(RuntimeError):
@@ -106,6 +109,9 @@ class TrustedRun:
     # blanks judged by recording (``instrument``): those whose reference fill, evaluated on the
     # reference's own recorded scopes, gives back the reference's recorded values
     recorded: frozenset[int] = frozenset()
+    # the judging job's results on the reference's own records, by what decides them
+    # (``Grader._judge_key``): a learner's record with the same key needs no job of its own
+    judged: dict[str, dict] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -281,7 +287,10 @@ def _versions() -> str:
     from alignlings.grading.sandbox import job_tree
 
     # the job tree's name carries the hash of the job-side code that produced the values
-    return f"{CACHE_FORMAT}/{__version__}/{_torch_version}/{os.path.basename(job_tree())}"
+    # and the trusted side's code that turns a run into what is cached (which blanks recording judges)
+    here = Path(__file__).parent
+    trusted = hashlib.sha256(b"".join((here / f).read_bytes() for f in ("grader.py", "instrument.py"))).hexdigest()
+    return f"{CACHE_FORMAT}/{__version__}/{_torch_version}/{os.path.basename(job_tree())}/{trusted[:16]}"
 
 
 class _SessionState(threading.local):
@@ -329,7 +338,7 @@ class Grader:
         # exercise.toml may name heavy modules its checks import (e.g. transformers): the fork
         # server imports them once instead of every job. warm_up (first autograd pass, Adam) costs
         # ~1 s once and saves each later job its share: worth it for a long-lived server only.
-        preload = ["torch", "alignlings.grading.casejob"]
+        preload = ["torch", "alignlings.grading.casejob", "alignlings.content.checks"]
         if warm_up:
             preload.append("alignlings.grading.casejob:warm_up")
         for ex in exercises:
@@ -364,7 +373,11 @@ class Grader:
             by_index = {b.index: (f.strip() or bl.PLACEHOLDER) for b, f in zip(blanks, fills)}
             return Submission(code=bl.render(source, blanks, by_index), fills=dict(by_index))
         assert code is not None  # exactly one of code and fills, checked above
-        return Submission(code=code, fills=bl.extract_fills(code, source, blanks))
+        located = instrument.locate(code, source, blanks)
+        if located is not None and all(located.fills.get(b.index) is not None for b in blanks):
+            return Submission(code=code, fills=dict(located.fills), located=located)  # every blank found by shape
+        # by lines around each blank (a file that does not parse, or a blank its shape did not find)
+        return Submission(code=code, fills=bl.extract_fills(code, source, blanks), located=located)
 
     # -- trusted values -----------------------------------------------------------------------
     @staticmethod
@@ -421,8 +434,11 @@ class Grader:
             raw = result.value
             records = (raw.get("variants", {}).get("reference") or {}).pop("records", None) \
                 if isinstance(raw, dict) else None
-            raw["recorded"] = self._self_check(exercise, records or [])
+            recorded, raw["judged"] = self._self_check(exercise, records or [])
+            raw["recorded"] = recorded or []
             run = self._parse_trusted(exercise, raw)
+            if recorded is None:
+                return run  # its judging job failed twice: kept nowhere, so the next check tries again
             self._write_cache(exercise, key, raw)
         else:
             run = self._parse_trusted(exercise, raw)
@@ -480,7 +496,9 @@ class Grader:
             decoded, problem = ({}, "load error") if res["load_error"] else _decode_cases(res["cases"], names)
             extra[key] = None if problem else decoded
         recorded = frozenset(int(i) for i in raw.get("recorded") or ())
-        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs, variants=extra, recorded=recorded)
+        judged: dict[str, dict] = raw["judged"] if isinstance(raw.get("judged"), dict) else {}
+        return TrustedRun(meta=meta, expected=expected, misconceptions=miscs, variants=extra, recorded=recorded,
+                          judged=judged)
 
     def _blank_specs(self, exercise: Exercise, indices) -> dict[str, dict]:
         return {str(b.index): {"fill": b.answer, "miscs": {m.id: m.fill for m in exercise.misconceptions
@@ -499,19 +517,56 @@ class Grader:
         results = result.value.get("results")
         return results if isinstance(results, list) and len(results) == len(records) else None
 
-    def _self_check(self, exercise: Exercise, records: list) -> list[int]:
+    def _self_check(self, exercise: Exercise, records: list) -> tuple[list[int] | None, dict[str, dict]]:
         """The blanks that recording can judge: their reference fill, evaluated on the reference's
         own recorded scopes, gives back every recorded value (a scope that holds objects the
-        trusted side cannot rebuild, a model say, fails this and the blank is spliced instead)."""
+        trusted side cannot rebuild fails this, and the blank is judged by the file's cases). With
+        them, those judgements by key (``_judge_key``), up to ``JUDGED_BYTES``. A judging job that
+        fails is tried once more (a loaded machine can cut one short), so that no blank is left to
+        the cases for want of time."""
         indices = {b.index for b in self.blanks(exercise)}
         if not records or not indices:
-            return []
-        results = self._judge_records(exercise, records, indices)
-        if results is None:
-            return []
+            return [], {}
+        results = self._judge_records(exercise, records, indices) or self._judge_records(exercise, records, indices)
+        if results is None:  # not kept (``_compute_trusted``): the next check tries again
+            return None, {}
         rtol, atol = 1e-6, 1e-7
-        return sorted(i for i in indices
-                      if instrument.judge(i, records, results, rtol=rtol, atol=atol).passed is True)
+        recorded = sorted(i for i in indices
+                          if instrument.judge(i, records, results, rtol=rtol, atol=atol).passed is True)
+        needed, judged, size = self._needed(exercise), {}, 0
+        for rec, res in zip(records, results):
+            key = self._judge_key(rec, needed)
+            if key is None or rec.get("blank") not in recorded or not isinstance(res, dict) or "unjudged" in res:
+                continue
+            size += len(json.dumps(res))
+            if size > JUDGED_BYTES:
+                break
+            judged[key] = res
+        return recorded, judged
+
+    def _needed(self, exercise: Exercise) -> dict[int, frozenset[str]]:
+        """Per blank, the names its fills (the reference's and its misconceptions') read or bind:
+        all of a record's scope that the judging job rebuilds (``casejob.judge_blanks``)."""
+        specs = self._blank_specs(exercise, {b.index for b in self.blanks(exercise)})
+        return {int(i): frozenset(n for fill in [spec["fill"], *spec["miscs"].values()] for n in _names(fill))
+                for i, spec in specs.items()}
+
+    @staticmethod
+    def _judge_key(rec: Any, needed: dict[int, frozenset[str]]) -> str | None:
+        """What decides a record's judgement in ``casejob.judge_blanks``, hashed: its blank, the scope
+        entries of the names the fills read (with torch's random state and grad mode), the names
+        gradients are taken for, and whether it is a statement. Two records with one key get the
+        same judgement; None for a record that is not well formed."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("scope"), dict) or rec.get("blank") not in needed:
+            return None
+        names, scope = needed[rec["blank"]], rec["scope"]
+        kept = {str(k): v for k, v in scope.items() if k in names or k in ("__torch_rng__", "__torch_grad__")}
+        vjp = sorted(set(rec["vjp"]) & names) if isinstance(rec.get("vjp"), dict) else []
+        try:
+            body = json.dumps([rec["blank"], kept, vjp, isinstance(rec.get("after"), dict)], sort_keys=True)
+        except (TypeError, ValueError):
+            return None
+        return hashlib.sha256(body.encode()).hexdigest()
 
     def _cache_file(self, exercise: Exercise, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in exercise.id)
@@ -583,7 +638,7 @@ class Grader:
         source, blanks = exercise.solution_source, self.blanks(exercise)
         started = time.perf_counter()
         check = self._check_source(exercise)
-        located = instrument.locate(sub.code, source, blanks)
+        located = sub.located if sub.located is not None else instrument.locate(sub.code, source, blanks)
         if located is not None:  # found by statement shape, whatever the file's formatting
             sub = Submission(code=sub.code, fills={i: located.fills.get(i) or sub.fills.get(i)
                                                    for i in set(sub.fills) | set(located.fills)})
@@ -646,7 +701,7 @@ class Grader:
         if not isinstance(records, list) or not records:
             return self._by_cases(indices, verdict, "not reached")  # an earlier error: the cases decide
         records = records[:4000]
-        results = self._judge_records(exercise, records, indices) or [{"unjudged": "job"}] * len(records)
+        results = self._judged(exercise, trusted, records, indices)
         meta = {m["name"]: m for m in trusted.meta}
         rtol = max([1e-4] + [m["rtol"] for m in trusted.blank_cases()])
         atol = max([1e-5] + [m["atol"] for m in trusted.blank_cases()])
@@ -670,6 +725,21 @@ class Grader:
                                         "detail": None, "note": m.get("note") or None}
             out[i] = entry
         return out
+
+    def _judged(self, exercise: Exercise, trusted: TrustedRun, records: list, indices: set[int]) -> list:
+        """The trusted judgement of each record: the reference's own where the record's key matches
+        one of its records (a blank whose scope is the reference's, as when every earlier blank is
+        right: no job), the rest from one judging job (``_judge_records``)."""
+        needed = self._needed(exercise) if trusted.judged else {}
+        results: list[Any] = [trusted.judged.get(self._judge_key(r, needed) or "") if needed else None
+                              for r in records]
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            fresh = self._judge_records(exercise, [records[i] for i in missing], indices) \
+                or [{"unjudged": "job"}] * len(missing)
+            for i, res in zip(missing, fresh):
+                results[i] = res
+        return results
 
     @staticmethod
     def _misconception_by_behaviour(exercise: Exercise, trusted: TrustedRun, own: dict, index: int,

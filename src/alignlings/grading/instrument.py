@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,11 +78,12 @@ def locate(code: str, source: str, blanks: list[bl.Blank]) -> Located | None:
     """Each blank's fill and site in ``code``, found by statement shape; None if ``code`` does not parse."""
     try:
         ltree = ast.parse(code)
-        rtree = ast.parse(source)
+        rseqs = _reference_sequences(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     by_line = {b.line: b for b in blanks}
-    rseqs, lseqs = _sequences(rtree), _sequences(ltree)
+    lseqs = _sequences(ltree)
+    segment = _Segments(code)
     fills: dict[int, str | None] = {b.index: None for b in blanks}
     sites: list[dict] = []
     for scope, rseq in rseqs.items():
@@ -101,7 +104,7 @@ def locate(code: str, source: str, blanks: list[bl.Blank]) -> Located | None:
                 continue
             node = lseq[pairs[k]]
             if b.target == "statement":
-                text = ast.get_source_segment(code, node)
+                text = segment(node)
                 if text is not None:
                     fills[b.index] = text.strip()
                     sites.append({"index": b.index, "kind": "stmt", **_span(node)})
@@ -109,12 +112,48 @@ def locate(code: str, source: str, blanks: list[bl.Blank]) -> Located | None:
             value = getattr(node, "value", None)
             if type(node) is not type(rseq[k]) or not isinstance(value, ast.expr):
                 continue
-            text = ast.get_source_segment(code, value)
+            text = segment(value)
             if text is None:
                 continue
             fills[b.index] = bl.PLACEHOLDER if text.strip() == bl.PLACEHOLDER else text.strip()
             sites.append({"index": b.index, "kind": "expr", **_span(value)})
     return Located(fills, sites)
+
+
+@functools.lru_cache(maxsize=64)
+def _reference_sequences(source: str) -> dict[str, list[ast.stmt]]:
+    """``_sequences`` of a reference solution, parsed once (its nodes are only read)."""
+    return _sequences(ast.parse(source))
+
+
+class _Segments:
+    """``ast.get_source_segment`` for many nodes of one source, its lines split once."""
+
+    def __init__(self, code: str):
+        # split as get_source_segment splits (on \r\n, \r and \n only), line ends kept
+        self.lines, start = [], 0
+        for m in re.finditer(r"\r\n|\r|\n", code):
+            self.lines.append(code[start:m.end()])
+            start = m.end()
+        if start < len(code):
+            self.lines.append(code[start:])
+
+    def __call__(self, node: ast.AST) -> str | None:
+        try:
+            line, end_line = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+            col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        except AttributeError:
+            return None
+        if end_line is None or end_col is None:
+            return None
+        line, end = line - 1, end_line - 1
+        if not 0 <= line <= end < len(self.lines):
+            return None
+        encoded = [text.encode() for text in self.lines[line:end + 1]]
+        if line == end:
+            return encoded[0][col:end_col].decode()
+        parts = [encoded[0][col:].decode(), *(b.decode() for b in encoded[1:-1]), encoded[-1][:end_col].decode()]
+        return "".join(parts)
 
 
 def _span(node: ast.AST) -> dict:

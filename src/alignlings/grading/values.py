@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +47,7 @@ def encode(value: Any, depth: int = 0) -> Any:
         if t.dtype in (torch.bfloat16, torch.float16):
             t = torch.Tensor.float(t)
         array = np.array(torch.Tensor.numpy(t), copy=True, order="C")  # a plain copy: no subclass survives
-        buf = io.BytesIO()
-        np.save(buf, array, allow_pickle=False)
-        return {_TENSOR: dtype, "shape": list(t.shape), "npy": base64.b64encode(buf.getvalue()).decode()}
+        return {_TENSOR: dtype, "shape": list(t.shape), "npy": base64.b64encode(_npy(array)).decode()}
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         return encode(float(value) if np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.floating)
                       else np.asarray(value).tolist(), depth + 1)
@@ -59,6 +58,44 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         return [encode(v, depth + 1) for v in value]
     return {_REPR: repr(value)[:200]}
+
+
+_NPY_MAGIC = b"\x93NUMPY\x01\x00"
+_NPY_DTYPES = frozenset(("<f2", "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "|b1"))
+"""Array types the fast paths below write and read; anything else goes through numpy's own."""
+_NPY_HEADER = re.compile(rb"\{'descr': '([<|][a-z][0-9])', 'fortran_order': False, 'shape': \(((?:[0-9]+, ?)*[0-9]*)\), \} *\n")
+
+
+def _npy(array: np.ndarray) -> bytes:
+    """``numpy.save``'s bytes (format 1.0) for a C-ordered array, written directly: the header
+    numpy writes (padded to 64 bytes), then the data; numpy.save itself for any other type."""
+    descr = array.dtype.str
+    if descr not in _NPY_DTYPES or not array.flags.c_contiguous:
+        buf = io.BytesIO()
+        np.save(buf, array, allow_pickle=False)
+        return buf.getvalue()
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple(int(n) for n in array.shape)!r}, }}"
+    pad = 64 - (len(_NPY_MAGIC) + 2 + len(text) + 1) % 64
+    header = (text + " " * (pad % 64) + "\n").encode("latin1")
+    return _NPY_MAGIC + len(header).to_bytes(2, "little") + header + array.tobytes()
+
+
+def _from_npy(data: bytes) -> np.ndarray:
+    """An array from ``numpy.save`` bytes. The headers ``_npy`` writes (plain numbers, C order) are
+    read directly, strictly (a pattern, the exact byte count); anything else goes to numpy.load,
+    without pickles."""
+    if data[:8] == _NPY_MAGIC and len(data) >= 10:
+        size = int.from_bytes(data[8:10], "little")
+        m = _NPY_HEADER.fullmatch(data[10:10 + size])
+        if m is not None and m.group(1).decode() in _NPY_DTYPES:
+            dtype = np.dtype(m.group(1).decode())
+            shape = tuple(int(n) for n in m.group(2).decode().replace(" ", "").split(",") if n)
+            count = math.prod(shape)
+            body = data[10 + size:]
+            if len(body) != count * dtype.itemsize:
+                raise ValueError("npy data does not match its header")
+            return np.frombuffer(body, dtype=dtype, count=count).reshape(shape).copy()
+    return np.load(io.BytesIO(data), allow_pickle=False)
 
 
 def _torch():
@@ -106,7 +143,7 @@ def decode(data: Any, depth: int = 0) -> Any:
         if not isinstance(dtype, str) or not isinstance(shape, list) or not isinstance(npy, str):
             raise DecodeError("malformed tensor")
         try:
-            array = np.load(io.BytesIO(base64.b64decode(npy, validate=True)), allow_pickle=False)
+            array = _from_npy(base64.b64decode(npy, validate=True))
         except Exception as exc:  # noqa: BLE001 - any malformed bytes are the job's fault
             raise DecodeError(f"malformed tensor data ({type(exc).__name__})") from None
         if list(array.shape) != shape or array.dtype.kind not in "biuf":

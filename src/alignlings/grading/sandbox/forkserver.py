@@ -60,6 +60,11 @@ _job_cgroups: dict[int, str] = {}
 """Each running job's pids cgroup, removed when the job is reaped."""
 
 
+SPARES = 2
+"""Processes forked ahead of their job and waiting for it (``_Spares``): forking this server (torch
+and its caches, ~300 MB of pages to map again) takes 5-25 ms, which then falls between checks."""
+
+
 def _readable(fd: int, timeout: float) -> bool:
     """poll(), not select(): a busy web server's descriptors can be numbered past select's 1024."""
     poller = select.poll()
@@ -99,15 +104,22 @@ def _recv_frame_with_fds(sock: socket.socket, max_fds: int) -> tuple[Any, list[i
     return (None if body is None else json.loads(body)), fds
 
 
-def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Sequence[int]) -> int:
-    """Fork the job from this (preloaded) process. Where `namespaces`, the child is pid 1 of a new
-    pid namespace."""
+def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Sequence[int],
+              spares: _Spares | None = None) -> int:
+    """Fork the job from this (preloaded) process, or hand it to a spare forked earlier (the same
+    process, forked before any request: it holds nothing of another job). Where `namespaces`, the
+    child is pid 1 of a new pid namespace."""
     cgroup = None
     if _pids_parent is not None and not (namespaces and _job_uids):
         limits = req["limits"]
         cgroup = req["pids_cgroup"] = _new_pids_cgroup(_pids_parent, max(limits["tasks"], limits["processes"]))
+    if spares is not None:  # a job forked here must not keep a way to send a spare its request
+        close_fds = [*close_fds, *spares.fds()]
     try:
-        if namespaces:
+        spare = spares.hand_over(req, [out_w, res_w, req["payload_fd"]]) if spares is not None else None
+        if spare is not None:
+            pid = spare
+        elif namespaces:
             pid = _fork_into_new_pid_namespace(lambda: _become_job(req, out_w, res_w, True, close_fds))
         else:
             pid = os.fork()
@@ -120,6 +132,106 @@ def _fork_job(req: dict, out_w: int, res_w: int, namespaces: bool, close_fds: Se
     if cgroup is not None:
         _job_cgroups[pid] = cgroup
     return pid
+
+
+class _Spares:
+    """Up to ``SPARES`` children forked ahead of their job (into a pid namespace of their own where
+    jobs get one), each waiting on a socket of its own for its request and the job's descriptors;
+    then it becomes the job exactly as a child forked for it would (``_become_job``). Forked only
+    from this server, before the request they will serve and after the preload: the same state a
+    job forked on request starts from."""
+
+    def __init__(self, namespaces: bool):
+        self.namespaces = namespaces
+        self.waiting: dict[int, socket.socket] = {}  # pid -> our end of its socket
+        self.failed = False  # a fork failed (a process limit, say): jobs are forked on request only
+
+    def fds(self) -> list[int]:
+        return [s.fileno() for s in self.waiting.values()]
+
+    def short(self) -> bool:
+        return not self.failed and len(self.waiting) < SPARES
+
+    def fill(self, close_fds: Sequence[int]) -> None:
+        """Fork one more spare."""
+        if self.short():
+            ours, theirs = socket.socketpair()
+            close = [*close_fds, ours.fileno(), *(s.fileno() for s in self.waiting.values())]
+
+            def child(theirs: socket.socket = theirs, close: list[int] = close) -> None:
+                _wait_for_job(theirs, close, self.namespaces)
+
+            try:
+                if self.namespaces:
+                    pid = _fork_into_new_pid_namespace(child)
+                else:
+                    pid = os.fork()
+                    if pid == 0:
+                        try:
+                            child()
+                        finally:
+                            os._exit(70)
+            except OSError:
+                ours.close()
+                theirs.close()
+                self.failed = True
+                return
+            theirs.close()
+            self.waiting[pid] = ours
+
+    def hand_over(self, req: dict, fds: list[int]) -> int | None:
+        """Send ``req`` (its payload still in its pipe) and the job's descriptors to a waiting spare;
+        its pid, or None where none took it."""
+        while self.waiting:
+            pid = next(iter(self.waiting))  # the oldest: the likeliest to be waiting already
+            sock = self.waiting.pop(pid)
+            try:
+                body = json.dumps(req).encode()
+                socket.send_fds(sock, [struct.pack(">I", len(body))], fds)
+                sock.sendall(body)
+                return pid
+            except OSError:  # it died waiting: the reaper collects it
+                continue
+            finally:
+                sock.close()
+        return None
+
+    def gone(self, pid: int) -> bool:
+        sock = self.waiting.pop(pid, None)
+        if sock is not None:
+            sock.close()
+        return sock is not None
+
+    def stop(self) -> None:
+        for pid, sock in self.waiting.items():
+            sock.close()  # EOF: it exits; killed as well, for a spare still starting
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.waiting.clear()
+
+
+def _wait_for_job(sock: socket.socket, close_fds: Sequence[int], namespaces: bool) -> None:
+    """A spare: drop the server's descriptors and signal wiring, wait for one request, become its job.
+    Ends at once if the server goes (EOF, or its death's signal)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    for fd in close_fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        req, fds = _recv_frame_with_fds(sock, 3)
+    except (OSError, ValueError):
+        os._exit(0)
+    if not isinstance(req, dict) or len(fds) != 3:
+        os._exit(0)
+    out_w, res_w, pay_r = fds
+    req["payload_fd"] = pay_r
+    _become_job(req, out_w, res_w, namespaces, [sock.fileno()])
 
 
 def _read_payload(fd: int) -> Any:
@@ -301,10 +413,15 @@ def _serve_main() -> None:
     for stream in (sys.stdout, sys.stderr):  # how every job's fds 1 and 2 will be written
         stream.reconfigure(line_buffering=True, write_through=True, errors="backslashreplace")  # type: ignore[union-attr]
     jobs: dict[int, socket.socket] = {}
+    spares = _Spares(namespaces)
     while True:
         watched: list[Any] = [listener, wake_r, 0]
-        readable, _, _ = select.select(watched, [], [])
+        readable, _, _ = select.select(watched, [], [], 0 if spares.short() else None)
+        if not readable:  # nothing asked of us: fork one child ahead for the next request
+            spares.fill([listener.fileno(), wake_r.fileno(), wake_w.fileno(), *(c.fileno() for c in jobs.values())])
+            continue
         if 0 in readable:  # EOF on the lifeline: the caller is gone
+            spares.stop()
             for pid in jobs:
                 os.kill(pid, signal.SIGKILL)
             if _pids_parent is not None:  # the jobs' cgroups go once their tasks have
@@ -322,7 +439,7 @@ def _serve_main() -> None:
                         break
                 except BlockingIOError:
                     break
-            _reap(jobs)
+            _reap(jobs, spares)
         if listener in readable:
             try:
                 conn, _ = listener.accept()
@@ -330,14 +447,14 @@ def _serve_main() -> None:
                 continue
             own = [listener.fileno(), wake_r.fileno(), wake_w.fileno(), conn.fileno(),
                    *(c.fileno() for c in jobs.values())]
-            pid = _start_job(conn, namespaces, own)  # type: ignore[assignment]  # None: refused, handled here
+            pid = _start_job(conn, namespaces, own, spares)  # type: ignore[assignment]  # None: refused, handled here
             if pid is None:
                 conn.close()
             else:
                 jobs[pid] = conn
 
 
-def _start_job(conn: socket.socket, namespaces: bool, close_fds: list[int]) -> int | None:
+def _start_job(conn: socket.socket, namespaces: bool, close_fds: list[int], spares: _Spares | None = None) -> int | None:
     """Read one request and fork its job; answer with {"started": pid} and a pidfd to it."""
     conn.settimeout(10)
     fds: list[int] = []
@@ -347,7 +464,7 @@ def _start_job(conn: socket.socket, namespaces: bool, close_fds: list[int]) -> i
             raise ValueError("expected a request without its payload, and three descriptors")
         out_w, res_w, pay_r = fds
         req["payload_fd"] = pay_r
-        pid = _fork_job(req, out_w, res_w, namespaces, close_fds)
+        pid = _fork_job(req, out_w, res_w, namespaces, close_fds, spares)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         try:
             _send_frame(conn, {"error": f"{type(exc).__name__}: {exc}"})
@@ -373,7 +490,7 @@ def _start_job(conn: socket.socket, namespaces: bool, close_fds: list[int]) -> i
     return pid
 
 
-def _reap(jobs: dict[int, socket.socket]) -> None:
+def _reap(jobs: dict[int, socket.socket], spares: _Spares | None = None) -> None:
     while True:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -381,6 +498,8 @@ def _reap(jobs: dict[int, socket.socket]) -> None:
             return
         if pid == 0:
             return
+        if spares is not None and spares.gone(pid):
+            continue  # a spare that died waiting (its socket is closed; a new one is forked)
         cgroup = _job_cgroups.pop(pid, None)
         if cgroup is not None and _pids_parent is not None:
             _remove_pids_cgroups(_pids_parent, only=cgroup)
