@@ -37,6 +37,7 @@ import ast
 import collections
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import math
@@ -287,10 +288,15 @@ def _versions() -> str:
     from alignlings.grading.sandbox import job_tree
 
     # the job tree's name carries the hash of the job-side code that produced the values
-    # and the trusted side's code that turns a run into what is cached (which blanks recording judges)
+    return f"{CACHE_FORMAT}/{__version__}/{_torch_version}/{os.path.basename(job_tree())}/{_trusted_code()}"
+
+
+@functools.lru_cache(maxsize=1)
+def _trusted_code() -> str:
+    """A hash of the trusted side's code that turns a run into what is cached (which blanks
+    recording judges, and their judgements)."""
     here = Path(__file__).parent
-    trusted = hashlib.sha256(b"".join((here / f).read_bytes() for f in ("grader.py", "instrument.py"))).hexdigest()
-    return f"{CACHE_FORMAT}/{__version__}/{_torch_version}/{os.path.basename(job_tree())}/{trusted[:16]}"
+    return hashlib.sha256(b"".join((here / f).read_bytes() for f in ("grader.py", "instrument.py"))).hexdigest()[:16]
 
 
 class _SessionState(threading.local):
