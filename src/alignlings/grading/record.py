@@ -354,8 +354,12 @@ class _Wrap(ast.NodeTransformer):
                            if s.get("kind") == "stmt"}
         self.done: set[int] = set()
         self.recorder = recorder
+        self._spans = [(k[0], k[2]) for k in (*self.sites, *self.statements)]
 
     def visit(self, node):
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if start is not None and end is not None and not any(a <= end and start <= b for a, b in self._spans):
+            return node  # no blank inside: nothing to wrap below (most of a file)
         node = super().visit(node)
         if isinstance(node, ast.stmt):
             key = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
