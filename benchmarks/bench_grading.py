@@ -4,8 +4,12 @@
   bubblewrap sandbox), compared with a bare `python -c "import torch"`;
 - warm: one long-lived Grader(warm=True) (a fork server with torch imported) as used by watch mode
   and the web app.
-The submission fills one blank wrongly (a known misconception), so every check also judges the
-recorded blanks in a trusted job and matches the misconception.
+The submission fills one blank wrongly (a known misconception): its blank is judged on the trusted
+side and the misconception matched. Since every blank before it is right, its recorded scope is the
+reference's own, whose trusted judgement is kept with the reference's values: no judging job. The
+second warm line ("warm, 2 wrong") also fills blank 1 wrongly, so blank 4 sees other values than the
+reference did and its records go to a trusted judging job after the learner's: what a check costs
+when a job must judge.
 
     python benchmarks/bench_grading.py [--warm-n 50] [--cold-n 10] [--before GITREF]
 
@@ -66,7 +70,9 @@ def compare(args) -> None:
         subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True)
     print(f"{'':30} {'before p50':>11} {'after p50':>10} {'after/before':>13}")
     for key, label in (("torch", "python -c import torch"), ("cold", "cold: alignlings check"),
-                       ("warm", "warm: Grader(warm=True)")):
+                       ("warm", "warm: Grader(warm=True)"), ("warm2", "warm, 2 wrong (judging job)")):
+        if key not in before or key not in after:
+            continue
         b, a = before[key]["p50"], after[key]["p50"]
         print(f"{label:30} {b * 1e3:9.0f}ms {a * 1e3:8.0f}ms {a / b:12.2f}x")
     print(f"cold - torch import: before {before['cold']['p50'] - before['torch']['p50']:.2f} s, "
@@ -85,6 +91,8 @@ def measure(args) -> None:
     fills = {b.index: b.answer for b in blanks}
     fills[4] = "-torch.log(torch.sigmoid(margin)).mean()"  # the log-of-sigmoid misconception
     code = bl.render(ex.solution_source, blanks, fills)
+    fills[1] = "policy_chosen_logp"  # reference-free: every later blank sees other values
+    code2 = bl.render(ex.solution_source, blanks, fills)
     tmp = Path(tempfile.mkdtemp())
     path = tmp / "dpo_loss.py"
     path.write_text(code)
@@ -116,6 +124,12 @@ def measure(args) -> None:
             v = grader.check("dpo-loss", code)
             warm.append(time.perf_counter() - start)
             assert not v["passed"] and v["blanks"][3]["misconception"] == "log-of-sigmoid"
+        warm2 = []
+        for _ in range(args.warm_n):
+            start = time.perf_counter()
+            v = grader.check("dpo-loss", code2)
+            warm2.append(time.perf_counter() - start)
+            assert not v["passed"] and v["blanks"][0]["misconception"] == "reference-free"
 
     t_imp = statistics.median(torch_import)
     if args.json:
@@ -123,13 +137,14 @@ def measure(args) -> None:
 
         print(json.dumps({"isolation": isolation, **{k: {"p50": statistics.median(v), "p95": pct(v, .95)}
                                                       for k, v in (("torch", torch_import), ("cold", cold),
-                                                                   ("warm", warm))}}))
+                                                                   ("warm", warm), ("warm2", warm2))}}))
         return
     print(f"isolation (warm): {isolation}")
     print(f"{'':28} {'p50':>9} {'p95':>9}")
     print(f"{'python -c import torch':28} {t_imp * 1e3:8.0f}ms {pct(torch_import, .95) * 1e3:8.0f}ms")
     print(f"{'cold: alignlings check':28} {statistics.median(cold) * 1e3:8.0f}ms {pct(cold, .95) * 1e3:8.0f}ms")
     print(f"{'warm: Grader(warm=True)':28} {statistics.median(warm) * 1e3:8.0f}ms {pct(warm, .95) * 1e3:8.0f}ms")
+    print(f"{'warm, 2 wrong (judging job)':28} {statistics.median(warm2) * 1e3:8.0f}ms {pct(warm2, .95) * 1e3:8.0f}ms")
     print(f"cold - torch import: {(statistics.median(cold) - t_imp):.2f} s (goal <= 1 s); "
           f"cold / warm: {statistics.median(cold) / statistics.median(warm):.0f}x; "
           f"warm p50 goal < 50 ms")

@@ -53,19 +53,27 @@ def _tail(exc: BaseException, filename: str = "exercise.py", limit: int = 6) -> 
     return "\n".join([head, *lines]) if lines else head
 
 
+_recorded: dict[str, Any] = {}  # this job's learner file, compiled with its blanks recorded
+
+
 def load_module(code: str, name: str = "exercise", *, main: bool = False, recorder=None,
                 sites: list | None = None) -> types.ModuleType:
-    """``code`` run as a module; with a ``recorder``, each blank of ``sites`` is recorded (``record``)."""
+    """``code`` run as a module; with a ``recorder``, each blank of ``sites`` is recorded (``record``).
+    Run as ``__main__`` after its cases, a recorded file reuses that code object with recording
+    switched off (the same lines, one compile less)."""
+    from alignlings.grading import record
+
     module = types.ModuleType(name)
     module.__file__ = "exercise.py"
     _SOURCES["exercise.py"] = code.splitlines()
     if main:
         module.__name__ = "__main__"
     if recorder is not None:
-        from alignlings.grading import record
-
-        compiled = record.compile_recorded(code, sites or [], recorder=recorder)
+        compiled = _recorded[code] = record.compile_recorded(code, sites or [], recorder=recorder)
         record.install(module.__dict__, recorder)
+    elif code in _recorded:
+        compiled = _recorded[code]
+        record.install(module.__dict__, record.Recorder.off())
     else:
         compiled = compile(code, "exercise.py", "exec")
     exec(compiled, module.__dict__)  # noqa: S102 - this is the sandbox

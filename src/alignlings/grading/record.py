@@ -194,6 +194,16 @@ class Recorder:
         self._open: dict[int, list[int]] = {}  # blank -> its records whose statement has not ended
         self._rng: dict[int, Any] = {}  # record -> torch's random state just before its blank ran
 
+    @classmethod
+    def off(cls) -> Recorder:
+        """A recorder that records nothing: a recorded file run again (as ``__main__``)."""
+        recorder = cls()
+        recorder.scope = lambda index, frame=None: -1  # type: ignore[method-assign]
+        recorder.before = lambda index: None  # type: ignore[method-assign]
+        recorder.after = lambda index: None  # type: ignore[method-assign]
+        recorder.value = lambda number, value: value  # type: ignore[method-assign]
+        return recorder
+
     def scope(self, index: int, frame: Any = None) -> int:
         """Record the caller's scope (or ``frame``'s) for blank ``index``; returns the record's
         number, or -1."""

@@ -13,7 +13,7 @@ import struct
 import sys
 from typing import Any, Sequence
 
-from alignlings.grading.sandbox import mounts, supervisor
+from alignlings.grading.sandbox import linux, mounts, supervisor
 from alignlings.grading.sandbox.job import _run_job_here
 from alignlings.grading.sandbox.limits import _JOB_UID_BASE, _JOB_UID_COUNT, Limits
 from alignlings.grading.sandbox.linux import (
@@ -370,6 +370,9 @@ def _serve_main() -> None:
     probe: dict[str, Any]
     namespaces, why, probe = False, "asked for rlimits only", {}
     _visible_paths(config["python_path"])  # computed once here, inherited by every job
+    for new_processes in (False, True):  # the jobs' seccomp filters, likewise
+        if linux._ARCH is not None:
+            linux._PROGRAMS[new_processes] = linux._seccomp_program(linux._ARCH, new_processes=new_processes)
     if "error" not in ready:
         if config["isolation"] != "rlimits" and userns_why:
             namespaces, why = False, userns_why  # not the host's root, and no user namespace either

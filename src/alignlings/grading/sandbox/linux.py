@@ -306,10 +306,15 @@ def _seccomp_program(arch: dict, *, new_processes: bool = False) -> list[tuple[i
     return prog
 
 
+_PROGRAMS: dict[bool, list] = {}  # built once per process (a fork server's jobs inherit them)
+
+
 def _install_seccomp(*, new_processes: bool = False) -> None:
     if _ARCH is None or _libc is None:
         raise OSError(errno.ENOSYS, f"seccomp: no filter for {platform.machine()}")
-    prog = _seccomp_program(_ARCH, new_processes=new_processes)
+    prog = _PROGRAMS.get(new_processes)
+    if prog is None:
+        prog = _PROGRAMS[new_processes] = _seccomp_program(_ARCH, new_processes=new_processes)
     filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
     fprog = _SockFprog(len(prog), filters)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
