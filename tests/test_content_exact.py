@@ -97,7 +97,8 @@ def test_critic_trained_on_advantages_predicts_half_the_lambda_return(monkeypatc
     wrong = toy_ppo.run_toy_ppo(toy_ppo.ToyPPOConfig())
     value, target = _tail(wrong.value), _tail(wrong.lambda_return)
     assert 0.35 < value / target < 0.6, (value, target)  # about half; far from 0
-    assert round(value, 2) == 0.33 and round(target, 2) == 0.68  # the numbers the feedback quotes
+    # the numbers the feedback quotes ("about": the last digit moves with the CPU's kernels, 0.684-0.688 seen)
+    assert value == pytest.approx(0.33, abs=0.01) and target == pytest.approx(0.68, abs=0.01)
     assert wrong.p_target[-1] > 0.75 and wrong.score_final > 0.9  # ... and yet the task is solved
     feedback = _misconception("toy-ppo", "returns-are-advantages").feedback
     assert "0.33" in feedback["en"] and "0.68" in feedback["en"] and "0.33" in feedback["zh"]
