@@ -49,7 +49,7 @@ def test_dpo_raises_heldout_accuracy(demo):
 @pytest.mark.slow
 def test_grpo_raises_heldout_accuracy(demo):
     result = demo.grpo()
-    # 60 steps of RL move with the CPU's float kernels: +0.29 on one machine, +0.244 (0.406 -> 0.65)
+    # 60 steps of RL move with the CPU's float kernels: at least +0.25 on earlier machines, +0.244 (0.406 -> 0.65)
     # on an AMD EPYC VM; +0.20, as for DPO, is a clear rise on either
     assert result.after >= result.before + 0.20, result
 
